@@ -1,0 +1,754 @@
+# cython: language_level=3
+"""The commit log's append path: put lock, topic-queue offset table, records into segments.
+
+This is RocketMQ's ``CommitLog.asyncPutMessage`` + ``DefaultAppendMessageCallback`` hot
+path, in C so that one put costs a few hundred nanoseconds:
+
+1. outside the lock: validate the topic (once per topic, then cached), serialize the
+   properties (adding ``UNIQ_KEY`` like a producer would), check sizes, compute the body
+   CRC (without the GIL for large bodies);
+2. under the put lock: take the current segment; if the record does not fit with
+   ``END_FILE_MIN_BLANK_LENGTH`` (8) bytes to spare, write the 8-byte blank and roll to the
+   next segment (a Python callback into the MappedFileQueue); stamp the store time, the
+   physical offset and the queue offset; copy the record (without the GIL for large ones);
+   advance the segment's wrote position and the queue's offset.
+
+The put lock is a plain C lock. It is taken without the GIL when contended, so a thread
+copying a large body with the GIL released never blocks the other threads' Python work.
+Readers see a record only once ``wrote_position`` moves past it.
+"""
+
+cimport cython
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
+from cpython.pythread cimport (NOWAIT_LOCK, WAIT_LOCK, PyThread_acquire_lock, PyThread_allocate_lock,
+                               PyThread_free_lock, PyThread_release_lock, PyThread_type_lock)
+from libc.stdint cimport int32_t, int64_t, uint16_t, uint32_t
+from libc.string cimport memcpy, memset
+from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
+
+from pymq._core.clayout cimport (
+    BORNHOST_V6_FLAG, END_FILE_MIN_BLANK_LENGTH, MAX_PROPERTIES_LENGTH, MAX_RECORD_OVER_BODY,
+    MAX_TOPIC_LENGTH, STOREHOSTADDRESS_V6_FLAG, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE,
+    TRANSACTION_TYPE_MASK,
+)
+from pymq._core.mapped_file cimport MappedFile
+from pymq._core.message cimport Message, PropsBuf, props_add_str, props_append, props_free, props_init
+from pymq._core.record cimport RecordFields, body_crc32, cal_msg_length, pack_host_cached, write_blank, write_record
+
+import datetime
+import os
+import random
+
+from pymq.status import PutMessageStatus
+
+cdef extern from "Python.h":
+    const char *PyUnicode_AsUTF8AndSize(object s, Py_ssize_t *size) except NULL
+
+cdef object PUT_OK = PutMessageStatus.PUT_OK
+cdef object MESSAGE_ILLEGAL = PutMessageStatus.MESSAGE_ILLEGAL
+cdef object PROPERTIES_SIZE_EXCEEDED = PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
+cdef object SERVICE_NOT_AVAILABLE = PutMessageStatus.SERVICE_NOT_AVAILABLE
+cdef object CREATE_MAPEDFILE_FAILED = PutMessageStatus.CREATE_MAPEDFILE_FAILED
+
+# Copies (and CRCs) at least this large run with the GIL released.
+cdef enum:
+    NOGIL_BYTES = 32 * 1024
+    FAST_QUEUE_IDS = 1024
+
+cdef const char *HEX = b"0123456789ABCDEF"
+
+
+cdef inline int64_t now_ms() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_REALTIME, &ts)
+    return <int64_t>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
+
+
+def current_millis() -> int:
+    """The store's clock: ms since the epoch (CLOCK_REALTIME)."""
+    return now_ms()
+
+
+cdef inline void put_hex(char *out, const unsigned char *src, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(n):
+        out[2 * i] = HEX[src[i] >> 4]
+        out[2 * i + 1] = HEX[src[i] & 15]
+
+
+cdef void write_batch(char *dst, RecordFields *fs, const Py_ssize_t *sizes, int64_t *offsets,
+                      Py_ssize_t n, int64_t phys, int64_t qbase, int64_t store_ts) noexcept nogil:
+    cdef Py_ssize_t i, pos = 0
+    for i in range(n):
+        fs[i].store_timestamp = store_ts
+        fs[i].queue_offset = qbase + i
+        fs[i].physical_offset = phys + pos
+        offsets[i] = phys + pos
+        write_record(dst + pos, &fs[i], sizes[i])
+        pos += sizes[i]
+
+
+# -- topic validation ------------------------------------------------------------------------
+
+cdef bint _strict_char(Py_UCS4 c) noexcept:
+    return (c == 37 or c == 124 or c == 95 or c == 45 or 48 <= c <= 57 or 65 <= c <= 90 or 97 <= c <= 122)
+
+
+def validate_topic(str topic, str mode="strict"):
+    """None if ``topic`` is a valid name, else the reason (RocketMQ's TopicValidator).
+
+    ``strict``: ``^[%|a-zA-Z0-9_-]+$`` and at most 127 characters. ``utf8`` (pymq): any
+    printable characters but ``/``, ``\\`` and controls, not ``.`` or ``..``, at most 127
+    UTF-8 bytes. Neither admits a name that climbs out of ``consumequeue/``.
+    """
+    cdef Py_UCS4 c
+    if not topic:
+        return "the topic is empty"
+    if mode == "strict":
+        if len(topic) > MAX_TOPIC_LENGTH:
+            return f"the topic is longer than {MAX_TOPIC_LENGTH} characters"
+        for c in topic:
+            if not _strict_char(c):
+                return f"the topic {topic!r} has a character outside [%|a-zA-Z0-9_-]"
+        return None
+    if len(topic.encode("utf-8", "surrogatepass")) > MAX_TOPIC_LENGTH:
+        return f"the topic is longer than {MAX_TOPIC_LENGTH} UTF-8 bytes"
+    if topic in (".", ".."):
+        return "the topic may not be '.' or '..'"
+    for c in topic:
+        if c < 32 or c == 127 or c == 47 or c == 92 or 0xD800 <= c <= 0xDFFF:
+            return f"the topic {topic!r} has a path separator, a control character or a lone surrogate"
+    return None
+
+
+@cython.final
+cdef class TopicQueues:
+    """Next queue offset of each queue of one topic (the topicQueueTable)."""
+    cdef bytes encoded
+    cdef int64_t *offsets
+    cdef Py_ssize_t cap
+    cdef dict big
+
+    def __cinit__(self, bytes encoded):
+        self.encoded = encoded
+        self.offsets = NULL
+        self.cap = 0
+        self.big = None
+
+    def __dealloc__(self):
+        PyMem_Free(self.offsets)
+
+    cdef int64_t get(self, int qid):
+        if qid < self.cap:
+            return self.offsets[qid]
+        if qid >= FAST_QUEUE_IDS:
+            return self.big.get(qid, 0) if self.big is not None else 0
+        return 0
+
+    cdef int set(self, int qid, int64_t value) except -1:
+        cdef Py_ssize_t newcap
+        cdef int64_t *p
+        if qid >= FAST_QUEUE_IDS:
+            if self.big is None:
+                self.big = {}
+            self.big[qid] = value
+            return 0
+        if qid >= self.cap:
+            newcap = max(8, self.cap * 2)
+            while newcap <= qid:
+                newcap *= 2
+            newcap = min(newcap, <Py_ssize_t>FAST_QUEUE_IDS)
+            p = <int64_t *>PyMem_Realloc(self.offsets, newcap * sizeof(int64_t))
+            if p == NULL:
+                raise MemoryError()
+            memset(p + self.cap, 0, (newcap - self.cap) * sizeof(int64_t))
+            self.offsets = p
+            self.cap = newcap
+        self.offsets[qid] = value
+        return 0
+
+    def items(self):
+        for q in range(self.cap):
+            if self.offsets[q]:
+                yield q, self.offsets[q]
+        if self.big:
+            yield from self.big.items()
+
+
+# -- results ---------------------------------------------------------------------------------
+
+@cython.final
+@cython.freelist(64)
+cdef class PutMessageResult:
+    """What ``put_message`` / ``put_messages`` return (RocketMQ's PutMessageResult with its
+    AppendMessageResult folded in).
+
+    ``status`` is a :class:`PutMessageStatus`; the offsets are meaningful when
+    ``is_ok()``. ``msg_id`` is the offset message id (comma-joined for a batch),
+    ``uniq_key`` the client id given to a single message.
+    """
+    cdef object _status
+    cdef readonly long long commitlog_offset
+    cdef readonly long long queue_offset
+    cdef readonly long long wrote_bytes
+    cdef readonly long long store_timestamp
+    cdef readonly int msg_num
+    cdef readonly str error
+    cdef bytes _host
+    cdef int64_t *_offsets
+    cdef object _uniq
+    cdef uint32_t _uniq_time
+    cdef uint16_t _uniq_counter
+    cdef bint _uniq_generated
+
+    def __cinit__(self):
+        self._offsets = NULL
+
+    def __dealloc__(self):
+        PyMem_Free(self._offsets)
+
+    @property
+    def status(self):
+        return self._status
+
+    def is_ok(self):
+        """True when the message is in the log (a flush timeout still counts, as in RocketMQ)."""
+        return self._status is PUT_OK or self._status is PutMessageStatus.FLUSH_DISK_TIMEOUT
+
+    cpdef set_status(self, status):
+        self._status = status
+
+    @property
+    def msg_ids(self):
+        """Offset message ids of every message written, in order."""
+        if self._host is None or not self.is_ok():
+            return []
+        if self._offsets == NULL:
+            return [(self._host + self.commitlog_offset.to_bytes(8, "big")).hex().upper()]
+        return [(self._host + (<long long>self._offsets[i]).to_bytes(8, "big")).hex().upper()
+                for i in range(self.msg_num)]
+
+    @property
+    def commitlog_offsets(self):
+        """Commit-log offset of every message written, in order."""
+        if not self.is_ok():
+            return []
+        if self._offsets == NULL:
+            return [self.commitlog_offset]
+        return [self._offsets[i] for i in range(self.msg_num)]
+
+    @property
+    def msg_id(self):
+        ids = self.msg_ids
+        return ",".join(ids) if ids else None
+
+    @property
+    def uniq_key(self):
+        cdef char buf[12]
+        cdef unsigned char raw[6]
+        if not self._uniq_generated:
+            return self._uniq
+        raw[0] = self._uniq_time >> 24; raw[1] = self._uniq_time >> 16
+        raw[2] = self._uniq_time >> 8; raw[3] = self._uniq_time
+        raw[4] = self._uniq_counter >> 8; raw[5] = self._uniq_counter
+        put_hex(buf, raw, 6)
+        return self._uniq + buf[:12].decode("ascii")
+
+    def __repr__(self):
+        return (f"PutMessageResult(status={self._status.name}, commitlog_offset={self.commitlog_offset}, "
+                f"queue_offset={self.queue_offset}, wrote_bytes={self.wrote_bytes}, msg_num={self.msg_num})")
+
+
+cdef PutMessageResult failed(object status, str error):
+    cdef PutMessageResult r = PutMessageResult.__new__(PutMessageResult)
+    r._status = status
+    r.error = error
+    r.commitlog_offset = -1
+    r.queue_offset = -1
+    return r
+
+
+# -- the appender ----------------------------------------------------------------------------
+
+cdef class CommitLogAppender:
+    """Appends records to the last segment of a commit log under the put lock.
+
+    ``roll(next_offset) -> MappedFile`` is called (under the put lock) when the current
+    segment is full or there is none; it must return a writable segment starting at
+    ``next_offset``.
+    """
+    cdef PyThread_type_lock lock
+    cdef MappedFile cur
+    cdef object roll
+    cdef dict topics
+    cdef readonly bytes store_host
+    cdef bytes born_host
+    cdef bint strict_topics
+    cdef readonly int max_message_size
+    cdef readonly Py_ssize_t file_size
+    cdef bint _writeable
+    cdef bint closed
+    cdef char uniq_prefix[44]
+    cdef Py_ssize_t uniq_prefix_len
+    cdef str uniq_prefix_str
+    cdef uint16_t uniq_counter
+    cdef int64_t month_start
+    cdef int64_t next_month
+    cdef readonly long long put_count
+
+    def __cinit__(self):
+        self.lock = PyThread_allocate_lock()
+        if self.lock == NULL:
+            raise MemoryError()
+
+    def __dealloc__(self):
+        if self.lock != NULL:
+            PyThread_free_lock(self.lock)
+
+    def __init__(self, roll, Py_ssize_t file_size, str store_host, int max_message_size,
+                 str topic_validation="strict"):
+        self.roll = roll
+        self.file_size = file_size
+        self.store_host = pack_host_cached(store_host)
+        self.born_host = self.store_host
+        self.max_message_size = max_message_size
+        self.strict_topics = topic_validation == "strict"
+        self.topics = {}
+        self._writeable = True
+        self.closed = False
+        self._init_uniq()
+
+    cdef _init_uniq(self):
+        # MessageClientIDSetter: ip(4|16) + pid(2) + a per-process random int(4), then per
+        # message: ms since the start of the month (4) + counter (2), uppercase hex.
+        ip = self.store_host[:-4]
+        prefix = ip + (os.getpid() & 0xFFFF).to_bytes(2, "big") + random.getrandbits(32).to_bytes(4, "big")
+        self.uniq_prefix_len = 2 * len(prefix)
+        put_hex(self.uniq_prefix, <const unsigned char *>PyBytes_AS_STRING(prefix), len(prefix))
+        self.uniq_prefix_str = self.uniq_prefix[:self.uniq_prefix_len].decode("ascii")
+        self.uniq_counter = <uint16_t>random.getrandbits(16)
+        self._set_month()
+
+    cdef _set_month(self):
+        now = datetime.datetime.now().astimezone()
+        start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+        nxt = (start + datetime.timedelta(days=32)).replace(day=1)
+        self.month_start = int(start.timestamp() * 1000)
+        self.next_month = int(nxt.timestamp() * 1000)
+
+    # -- table and state -------------------------------------------------------------------
+
+    cdef TopicQueues _topic(self, str topic):
+        cdef TopicQueues tq = self.topics.get(topic)
+        if tq is not None:
+            return tq
+        if validate_topic(topic, "strict" if self.strict_topics else "utf8") is not None:
+            return None
+        tq = TopicQueues(topic.encode("utf-8"))
+        self.topics[topic] = tq
+        return tq
+
+    def get_queue_offset(self, str topic, int queue_id) -> int:
+        """Next queue offset of (topic, queue_id), 0 if unknown."""
+        cdef TopicQueues tq = self.topics.get(topic)
+        return tq.get(queue_id) if tq is not None else 0
+
+    def set_queue_offset(self, str topic, int queue_id, long long offset):
+        """Set the next queue offset (recovery's recoverTopicQueueTable)."""
+        cdef TopicQueues tq
+        if queue_id < 0 or offset < 0:
+            raise ValueError("queue ids and offsets are >= 0")
+        self._acquire()
+        try:
+            tq = self.topics.get(topic)
+            if tq is None:
+                tq = TopicQueues(topic.encode("utf-8"))
+                self.topics[topic] = tq
+            tq.set(queue_id, offset)
+        finally:
+            PyThread_release_lock(self.lock)
+
+    def queue_offset_table(self) -> dict:
+        """``{(topic, queue_id): next queue offset}`` for every queue written."""
+        out = {}
+        for topic, tq in self.topics.items():
+            for q, off in (<TopicQueues>tq).items():
+                out[(topic, q)] = off
+        return out
+
+    def clear_queue_offsets(self):
+        self._acquire()
+        try:
+            self.topics.clear()
+        finally:
+            PyThread_release_lock(self.lock)
+
+    def set_current(self, MappedFile mf):
+        """Make ``mf`` (or None) the segment appends go to."""
+        self._acquire()
+        try:
+            self.cur = mf
+        finally:
+            PyThread_release_lock(self.lock)
+
+    @property
+    def current(self):
+        return self.cur
+
+    @property
+    def writeable(self):
+        return self._writeable and not self.closed
+
+    def set_writeable(self, bint value):
+        self._writeable = value
+
+    def close(self):
+        """Refuse further puts; waits for a put in progress to finish."""
+        self._acquire()
+        self.closed = True
+        PyThread_release_lock(self.lock)
+
+    def uniq_key_prefix(self) -> str:
+        return self.uniq_prefix_str
+
+    cdef inline void _acquire(self) noexcept:
+        if not PyThread_acquire_lock(self.lock, NOWAIT_LOCK):
+            with nogil:
+                PyThread_acquire_lock(self.lock, WAIT_LOCK)
+
+    # -- preparing a record ----------------------------------------------------------------
+
+    cdef inline void _add_uniq(self, PropsBuf *props, PutMessageResult r) except *:
+        cdef char buf[9 + 44 + 12]
+        cdef unsigned char raw[6]
+        cdef int64_t now = now_ms()
+        cdef uint32_t t
+        cdef Py_ssize_t n
+        if now >= self.next_month:
+            self._set_month()
+        t = <uint32_t>(now - self.month_start)
+        self.uniq_counter += 1
+        raw[0] = t >> 24; raw[1] = t >> 16; raw[2] = t >> 8; raw[3] = t
+        raw[4] = self.uniq_counter >> 8; raw[5] = self.uniq_counter
+        memcpy(buf, b"UNIQ_KEY\x01", 9)
+        memcpy(buf + 9, self.uniq_prefix, self.uniq_prefix_len)
+        n = 9 + self.uniq_prefix_len
+        put_hex(buf + n, raw, 6)
+        n += 12
+        if props.length > props.start:
+            props_append(props, b"\x02", 1)
+        props_append(props, buf, n)
+        if r is not None:
+            r._uniq = self.uniq_prefix_str
+            r._uniq_time = t
+            r._uniq_counter = self.uniq_counter
+            r._uniq_generated = True
+
+    cdef object _check_props(self, PropsBuf *props):
+        """The status for an oversized properties string, or None."""
+        cdef Py_ssize_t i, chars = 0
+        cdef unsigned char c
+        if props.length <= MAX_PROPERTIES_LENGTH:
+            return None
+        for i in range(props.length):          # UTF-16 length, as Java's String.length()
+            c = <unsigned char>props.data[i]
+            if (c & 0xC0) != 0x80:
+                chars += 2 if c >= 0xF0 else 1
+        return MESSAGE_ILLEGAL if chars > MAX_PROPERTIES_LENGTH else PROPERTIES_SIZE_EXCEEDED
+
+    cdef object _check_sizes(self, Py_ssize_t body_len, Py_ssize_t total):
+        if body_len > self.max_message_size:
+            return f"body of {body_len} bytes exceeds max_message_size {self.max_message_size}"
+        if total > <Py_ssize_t>self.max_message_size + MAX_RECORD_OVER_BODY:
+            return f"record of {total} bytes exceeds max_message_size + 64 KiB"
+        if total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
+            return f"record of {total} bytes cannot fit a commit-log segment of {self.file_size} bytes"
+        return None
+
+    cdef inline bytes _born_host_of(self, Message msg):
+        h = msg._born_host
+        if h is None:
+            return self.born_host
+        if type(h) is bytes:
+            return <bytes>h
+        return pack_host_cached(h)
+
+    # -- appending ---------------------------------------------------------------------------
+
+    cdef MappedFile _writable_segment(self, Py_ssize_t need):
+        """Under the lock: the segment to write ``need`` bytes into, rolling if needed.
+        Raises if no segment could be created."""
+        cdef MappedFile cur = self.cur
+        cdef Py_ssize_t remaining
+        if cur is not None:
+            remaining = self.file_size - cur.wrote
+            if need + END_FILE_MIN_BLANK_LENGTH <= remaining:
+                return cur
+            if remaining > 0:
+                write_blank(cur.base + cur.wrote, <int32_t>remaining)
+                cur.wrote = self.file_size
+            nxt = self.roll(cur.file_from_offset + self.file_size)
+        else:
+            nxt = self.roll(0)
+        self.cur = <MappedFile?>nxt
+        if self.cur.wrote + need + END_FILE_MIN_BLANK_LENGTH > self.file_size:
+            raise RuntimeError("the new segment has no room for the record")
+        return self.cur
+
+    cpdef PutMessageResult put(self, Message msg):
+        """Append one message. Returns a result; raises only for wrong argument types."""
+        cdef TopicQueues tq
+        cdef PropsBuf props
+        cdef RecordFields f
+        cdef PutMessageResult r
+        cdef MappedFile cur
+        cdef bytes body, born_host, topic_b
+        cdef Py_ssize_t total
+        cdef int tx
+        cdef str why
+        cdef bint big
+
+        if not self._writeable or self.closed:
+            return failed(SERVICE_NOT_AVAILABLE, "the store is not writeable")
+        tq = self._topic(msg._topic)
+        if tq is None:
+            return failed(MESSAGE_ILLEGAL, validate_topic(msg._topic, "strict" if self.strict_topics else "utf8"))
+        if msg.queue_id < 0:
+            return failed(MESSAGE_ILLEGAL, "queue_id must be >= 0")
+        r = PutMessageResult.__new__(PutMessageResult)
+        props_init(&props)
+        try:
+            msg.write_properties(&props)
+            if msg._properties is None or "UNIQ_KEY" not in msg._properties:
+                self._add_uniq(&props, r)
+            else:
+                r._uniq = msg._properties["UNIQ_KEY"]
+            st = self._check_props(&props)
+            if st is not None:
+                return failed(st, f"properties of {props.length} bytes exceed 32767")
+            body = msg._body
+            topic_b = tq.encoded
+            born_host = self._born_host_of(msg)
+            f.sys_flag = msg.sys_flag & ~(BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG)
+            if PyBytes_GET_SIZE(born_host) == 20:
+                f.sys_flag |= BORNHOST_V6_FLAG
+            if PyBytes_GET_SIZE(self.store_host) == 20:
+                f.sys_flag |= STOREHOSTADDRESS_V6_FLAG
+            f.topic = PyBytes_AS_STRING(topic_b)
+            f.topic_len = PyBytes_GET_SIZE(topic_b)
+            f.body = PyBytes_AS_STRING(body)
+            f.body_len = PyBytes_GET_SIZE(body)
+            f.props = props.data
+            f.props_len = props.length
+            f.born_host = PyBytes_AS_STRING(born_host)
+            f.born_host_len = PyBytes_GET_SIZE(born_host)
+            f.store_host = PyBytes_AS_STRING(self.store_host)
+            f.store_host_len = PyBytes_GET_SIZE(self.store_host)
+            f.queue_id = msg.queue_id
+            f.flag = msg.flag
+            f.reconsume_times = 0
+            f.prepared_transaction_offset = 0
+            f.born_timestamp = msg.born_timestamp if msg.born_timestamp else now_ms()
+            total = cal_msg_length(f.sys_flag, f.body_len, f.topic_len, f.props_len)
+            why = self._check_sizes(f.body_len, total)
+            if why is not None:
+                return failed(MESSAGE_ILLEGAL, why)
+            big = f.body_len >= NOGIL_BYTES
+            if big:
+                with nogil:
+                    f.body_crc = body_crc32(f.body, f.body_len)
+            else:
+                f.body_crc = body_crc32(f.body, f.body_len)
+            tx = f.sys_flag & TRANSACTION_TYPE_MASK
+
+            self._acquire()
+            try:
+                if self.closed or not self._writeable:
+                    return failed(SERVICE_NOT_AVAILABLE, "the store is not writeable")
+                try:
+                    cur = self._writable_segment(total)
+                except Exception as e:
+                    return failed(CREATE_MAPEDFILE_FAILED, f"cannot create a commit-log segment: {e}")
+                f.store_timestamp = now_ms()
+                f.physical_offset = cur.file_from_offset + cur.wrote
+                if tx == TRANSACTION_PREPARED_TYPE or tx == TRANSACTION_ROLLBACK_TYPE:
+                    f.queue_offset = 0
+                else:
+                    f.queue_offset = tq.get(msg.queue_id)
+                if big:
+                    cur.pin()
+                    with nogil:
+                        write_record(cur.base + cur.wrote, &f, total)
+                    cur.unpin()
+                else:
+                    write_record(cur.base + cur.wrote, &f, total)
+                cur.wrote += total
+                cur.store_timestamp = f.store_timestamp
+                if not (tx == TRANSACTION_PREPARED_TYPE or tx == TRANSACTION_ROLLBACK_TYPE):
+                    tq.set(msg.queue_id, f.queue_offset + 1)
+                self.put_count += 1
+            finally:
+                PyThread_release_lock(self.lock)
+        finally:
+            props_free(&props)
+        r._status = PUT_OK
+        r.commitlog_offset = f.physical_offset
+        r.queue_offset = f.queue_offset
+        r.wrote_bytes = total
+        r.store_timestamp = f.store_timestamp
+        r.msg_num = 1
+        r._host = self.store_host
+        return r
+
+    cpdef PutMessageResult put_batch(self, list msgs):
+        """Append messages of one topic and queue as one block (RocketMQ's MessageExtBatch).
+
+        The whole batch lands in one segment with consecutive queue offsets, or nothing is
+        written. Delay levels and transaction types are refused, as in RocketMQ.
+        """
+        cdef Py_ssize_t n = len(msgs), i, total = 0, client_size = 0, pos
+        cdef Message m, first
+        cdef TopicQueues tq
+        cdef PropsBuf props
+        cdef RecordFields *fs = NULL
+        cdef Py_ssize_t *prop_start = NULL
+        cdef Py_ssize_t *sizes = NULL
+        cdef int64_t *offsets = NULL
+        cdef PutMessageResult r
+        cdef MappedFile cur
+        cdef bytes topic_b, body, bh
+        cdef list keep
+        cdef int64_t qbase, store_ts, phys
+        cdef int32_t sys_flag_hosts = 0
+        cdef str why
+        cdef bint big
+
+        if n == 0:
+            return failed(MESSAGE_ILLEGAL, "an empty batch")
+        for i in range(n):
+            if not isinstance(msgs[i], Message):
+                raise TypeError(f"put_messages takes pymq.Message objects, not {type(msgs[i]).__name__}")
+        if not self._writeable or self.closed:
+            return failed(SERVICE_NOT_AVAILABLE, "the store is not writeable")
+        first = <Message>msgs[0]
+        for i in range(n):
+            m = <Message>msgs[i]
+            if m._topic != first._topic or m.queue_id != first.queue_id:
+                return failed(MESSAGE_ILLEGAL, "a batch holds messages of one topic and queue")
+            if m.delay_level > 0 or m.deliver_time_ms is not None:
+                return failed(MESSAGE_ILLEGAL, "batch messages cannot be delayed")
+            if m.sys_flag & TRANSACTION_TYPE_MASK:
+                return failed(MESSAGE_ILLEGAL, "batch messages cannot be transactional")
+        tq = self._topic(first._topic)
+        if tq is None:
+            return failed(MESSAGE_ILLEGAL, validate_topic(first._topic, "strict" if self.strict_topics else "utf8"))
+        topic_b = tq.encoded
+        if PyBytes_GET_SIZE(self.store_host) == 20:
+            sys_flag_hosts |= STOREHOSTADDRESS_V6_FLAG
+
+        r = PutMessageResult.__new__(PutMessageResult)
+        keep = [None] * (2 * n)
+        props_init(&props)
+        try:
+            fs = <RecordFields *>PyMem_Malloc(n * sizeof(RecordFields))
+            prop_start = <Py_ssize_t *>PyMem_Malloc((n + 1) * sizeof(Py_ssize_t))
+            sizes = <Py_ssize_t *>PyMem_Malloc(n * sizeof(Py_ssize_t))
+            offsets = <int64_t *>PyMem_Malloc(n * sizeof(int64_t))
+            if fs == NULL or prop_start == NULL or sizes == NULL or offsets == NULL:
+                raise MemoryError()
+            for i in range(n):
+                m = <Message>msgs[i]
+                prop_start[i] = props.length
+                props.start = props.length
+                m.write_properties(&props)
+                if m._properties is None or "UNIQ_KEY" not in m._properties:
+                    self._add_uniq(&props, None)
+                if props.length - prop_start[i] > MAX_PROPERTIES_LENGTH:
+                    return failed(PROPERTIES_SIZE_EXCEEDED, f"properties of message {i} exceed 32767 bytes")
+                body = m._body
+                bh = self._born_host_of(m)
+                keep[2 * i] = body
+                keep[2 * i + 1] = bh
+                fs[i].sys_flag = sys_flag_hosts | (BORNHOST_V6_FLAG if PyBytes_GET_SIZE(bh) == 20 else 0)
+                fs[i].topic = PyBytes_AS_STRING(topic_b)
+                fs[i].topic_len = PyBytes_GET_SIZE(topic_b)
+                fs[i].body = PyBytes_AS_STRING(body)
+                fs[i].body_len = PyBytes_GET_SIZE(body)
+                fs[i].props_len = props.length - prop_start[i]
+                fs[i].born_host = PyBytes_AS_STRING(bh)
+                fs[i].born_host_len = PyBytes_GET_SIZE(bh)
+                fs[i].store_host = PyBytes_AS_STRING(self.store_host)
+                fs[i].store_host_len = PyBytes_GET_SIZE(self.store_host)
+                fs[i].queue_id = m.queue_id
+                fs[i].flag = m.flag
+                fs[i].reconsume_times = 0
+                fs[i].prepared_transaction_offset = 0
+                fs[i].born_timestamp = m.born_timestamp
+                sizes[i] = cal_msg_length(fs[i].sys_flag, fs[i].body_len, fs[i].topic_len, fs[i].props_len)
+                why = self._check_sizes(fs[i].body_len, sizes[i])
+                if why is not None:
+                    return failed(MESSAGE_ILLEGAL, f"message {i}: {why}")
+                total += sizes[i]
+                client_size += 20 + fs[i].body_len + 2 + fs[i].props_len
+            prop_start[n] = props.length
+            if client_size > self.max_message_size:
+                return failed(MESSAGE_ILLEGAL, f"batch of {client_size} bytes exceeds max_message_size")
+            if total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
+                return failed(MESSAGE_ILLEGAL, f"batch of {total} bytes cannot fit a commit-log segment")
+            big = total >= NOGIL_BYTES
+            store_ts = now_ms()
+            for i in range(n):
+                fs[i].props = props.data + prop_start[i]
+                if fs[i].born_timestamp == 0:
+                    fs[i].born_timestamp = store_ts
+            if big:
+                with nogil:
+                    for i in range(n):
+                        fs[i].body_crc = body_crc32(fs[i].body, fs[i].body_len)
+            else:
+                for i in range(n):
+                    fs[i].body_crc = body_crc32(fs[i].body, fs[i].body_len)
+
+            self._acquire()
+            try:
+                if self.closed or not self._writeable:
+                    return failed(SERVICE_NOT_AVAILABLE, "the store is not writeable")
+                try:
+                    cur = self._writable_segment(total)
+                except Exception as e:
+                    return failed(CREATE_MAPEDFILE_FAILED, f"cannot create a commit-log segment: {e}")
+                store_ts = now_ms()
+                qbase = tq.get(first.queue_id)
+                phys = cur.file_from_offset + cur.wrote
+                cur.pin()
+                try:
+                    if big:
+                        with nogil:
+                            write_batch(cur.base + cur.wrote, fs, sizes, offsets, n, phys, qbase, store_ts)
+                    else:
+                        write_batch(cur.base + cur.wrote, fs, sizes, offsets, n, phys, qbase, store_ts)
+                finally:
+                    cur.unpin()
+                cur.wrote += total
+                cur.store_timestamp = store_ts
+                tq.set(first.queue_id, qbase + n)
+                self.put_count += n
+            finally:
+                PyThread_release_lock(self.lock)
+            r._offsets = offsets      # owned by the result from here on
+            offsets = NULL
+        finally:
+            props_free(&props)
+            PyMem_Free(fs)
+            PyMem_Free(prop_start)
+            PyMem_Free(sizes)
+            PyMem_Free(offsets)
+        r._status = PUT_OK
+        r.commitlog_offset = phys
+        r.queue_offset = qbase
+        r.wrote_bytes = total
+        r.store_timestamp = store_ts
+        r.msg_num = <int>n
+        r._host = self.store_host
+        return r

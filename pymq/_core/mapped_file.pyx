@@ -1,0 +1,323 @@
+# cython: language_level=3
+"""MappedFile: one fixed-size segment file mapped into memory (RocketMQ's ``MappedFile``).
+
+A segment is named by the offset of its first byte in its queue (20 digits), has a fixed
+size, and tracks how far it is written (``wrote_position``) and forced to disk
+(``flushed_position``). New segments are allocated on disk with ``posix_fallocate`` before
+they are mapped, so a full disk is an error at creation (``DiskFullError``), never a SIGBUS
+inside a mapped write.
+
+Differences from RocketMQ: there is no transient store pool (the committed position is the
+wrote position), and the reference counting of ``ReferenceResource`` is replaced by
+``pin``/``unpin`` around work done without the GIL plus a count of exported buffers:
+``close()`` unmaps only when neither is held, and otherwise defers the unmap to the last
+release.
+"""
+
+from libc.errno cimport EINTR, ENOSPC, EINVAL, errno
+from libc.string cimport memcpy, strerror
+from posix.fcntl cimport O_CREAT, O_RDONLY, O_RDWR, open as c_open
+from posix.unistd cimport close as c_close
+from posix.stat cimport struct_stat, fstat
+from posix.mman cimport (MAP_FAILED, MAP_SHARED, MS_SYNC, PROT_READ, PROT_WRITE, madvise,
+                         mmap, msync, munmap)
+from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_FillInfo
+from cpython.bytes cimport PyBytes_FromStringAndSize
+
+from pymq._core.clayout cimport OS_PAGE_SIZE
+from pymq._core.hton cimport pymq_get_i32, pymq_get_i64
+
+import os
+
+from pymq.errors import DiskFullError, SegmentSizeError, StoreStateError
+
+
+cdef extern from "fcntl.h" nogil:
+    int posix_fallocate(int fd, long offset, long length)
+
+cdef extern from *:
+    """
+    #ifndef MADV_POPULATE_WRITE
+    #define MADV_POPULATE_WRITE 23
+    #endif
+    """
+    int MADV_POPULATE_WRITE
+
+
+def offset_to_file_name(long long offset) -> str:
+    """``UtilAll.offset2FileName``: the offset, zero-padded to 20 digits."""
+    return f"{offset:020d}"
+
+
+cdef class MappedFile:
+    """One segment of a commit log, consume queue or index (``MappedFile``).
+
+    ``MappedFile(path, file_size, create=False, writable=True)`` maps an existing file
+    whose length must equal ``file_size`` (``SegmentSizeError`` otherwise), or with
+    ``create=True`` allocates a new one. The file's start offset is its name when the name
+    is a number, else 0. Positions are in bytes from the start of this file.
+    """
+
+    def __cinit__(self, str path, Py_ssize_t file_size, bint create=False, bint writable=True):
+        self.base = NULL
+        self.file_name = path
+        self.file_size = file_size
+        self.writable = writable
+        name = os.path.basename(path)
+        self.file_from_offset = int(name) if name.isdigit() else 0
+        cdef bytes bpath = os.fsencode(path)
+        cdef int fd, rc, flags = O_RDWR if writable else O_RDONLY
+        cdef struct_stat st
+        cdef void *p
+        if file_size <= 0:
+            raise ValueError("file_size must be positive")
+        if create:
+            if not writable:
+                raise ValueError("cannot create a read-only segment")
+            flags |= O_CREAT
+        fd = c_open(bpath, flags, 0o644)
+        if fd < 0:
+            raise OSError(errno, f"{strerror(errno).decode()}: {path}")
+        try:
+            if fstat(fd, &st) != 0:
+                raise OSError(errno, f"{strerror(errno).decode()}: {path}")
+            if create and st.st_size != file_size:
+                if st.st_size > file_size:
+                    raise SegmentSizeError(f"{path}: {st.st_size} bytes, expected {file_size}")
+                with nogil:
+                    rc = posix_fallocate(fd, 0, file_size)
+                    while rc == EINTR:
+                        rc = posix_fallocate(fd, 0, file_size)
+                if rc != 0:
+                    if rc == ENOSPC:
+                        raise DiskFullError(rc, f"no space left to allocate {file_size} bytes for {path}")
+                    raise OSError(rc, f"posix_fallocate failed for {path}: {strerror(rc).decode()}")
+            elif st.st_size != file_size:
+                raise SegmentSizeError(f"{path}: {st.st_size} bytes, expected {file_size}")
+            p = mmap(NULL, file_size, PROT_READ | PROT_WRITE if writable else PROT_READ,
+                     MAP_SHARED, fd, 0)
+            if p == MAP_FAILED:
+                raise OSError(errno, f"mmap failed for {path}: {strerror(errno).decode()}")
+            self.base = <char *>p
+        except BaseException:
+            if create:
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
+            raise
+        finally:
+            c_close(fd)
+
+    def __dealloc__(self):
+        if self.base != NULL:
+            munmap(self.base, self.file_size)
+            self.base = NULL
+
+    # -- lifetime --------------------------------------------------------------------------
+
+    cdef inline int pin(self) except -1:
+        if self.base == NULL or self._closing:
+            raise StoreStateError(f"segment {self.file_name} is closed")
+        self._pins += 1
+        return 0
+
+    cdef inline void unpin(self) noexcept:
+        self._pins -= 1
+        if self._closing and self._pins == 0 and self._exports == 0:
+            self._unmap()
+
+    cdef int _check_open(self) except -1:
+        if self.base == NULL or self._closing:
+            raise StoreStateError(f"segment {self.file_name} is closed")
+        return 0
+
+    cdef void _unmap(self) noexcept:
+        if self.base != NULL:
+            munmap(self.base, self.file_size)
+            self.base = NULL
+
+    def close(self):
+        """Unmap now, or as soon as the last pin or exported buffer is released."""
+        self._closing = True
+        if self._pins == 0 and self._exports == 0:
+            self._unmap()
+
+    def destroy(self):
+        """Close and delete the file."""
+        self.close()
+        try:
+            os.unlink(self.file_name)
+        except FileNotFoundError:
+            pass
+
+    @property
+    def closed(self):
+        return self.base == NULL or self._closing
+
+    @property
+    def available(self):
+        return not self.closed
+
+    # -- positions -------------------------------------------------------------------------
+
+    @property
+    def wrote_position(self):
+        return self.wrote
+
+    @wrote_position.setter
+    def wrote_position(self, Py_ssize_t value):
+        if value < 0 or value > self.file_size:
+            raise ValueError("position outside the file")
+        self.wrote = value
+
+    @property
+    def flushed_position(self):
+        return self.flushed
+
+    @flushed_position.setter
+    def flushed_position(self, Py_ssize_t value):
+        if value < 0 or value > self.file_size:
+            raise ValueError("position outside the file")
+        self.flushed = value
+
+    @property
+    def committed_position(self):
+        return self.wrote
+
+    @property
+    def read_position(self):
+        """Bytes readable by consumers: the wrote position (no write buffer in pymq)."""
+        return self.wrote
+
+    def set_positions(self, Py_ssize_t value):
+        """Set wrote and flushed positions together (load and truncation)."""
+        if value < 0 or value > self.file_size:
+            raise ValueError("position outside the file")
+        self.wrote = value
+        self.flushed = value
+
+    def is_full(self):
+        return self.wrote == self.file_size
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def append_message(self, data) -> bool:
+        """Append ``data`` if it fits entirely (consume queues); False, writing nothing, else."""
+        cdef const unsigned char[::1] view = memoryview(data).cast("B")
+        cdef Py_ssize_t n = view.shape[0]
+        self._check_open()
+        if not self.writable:
+            raise StoreStateError("segment is read-only")
+        if self.wrote + n > self.file_size:
+            return False
+        if n:
+            memcpy(self.base + self.wrote, &view[0], n)
+        self.wrote += n
+        return True
+
+    def write_at(self, Py_ssize_t pos, data):
+        """Overwrite bytes at ``pos`` (headers, fault injection); positions unchanged."""
+        cdef const unsigned char[::1] view = memoryview(data).cast("B")
+        cdef Py_ssize_t n = view.shape[0]
+        self._check_open()
+        if not self.writable:
+            raise StoreStateError("segment is read-only")
+        if pos < 0 or pos + n > self.file_size:
+            raise ValueError("write outside the file")
+        if n:
+            memcpy(self.base + pos, &view[0], n)
+
+    def is_able_to_flush(self, int flush_least_pages) -> bool:
+        """RocketMQ's rule: full, or enough dirty pages, or anything dirty when 0 pages."""
+        cdef Py_ssize_t write = self.wrote, flushed = self.flushed
+        if self.wrote == self.file_size and write > flushed:
+            return True
+        if flush_least_pages > 0:
+            return (write // OS_PAGE_SIZE - flushed // OS_PAGE_SIZE) >= flush_least_pages
+        return write > flushed
+
+    def flush(self, int flush_least_pages=0) -> int:
+        """``msync`` the written, unflushed pages if ``is_able_to_flush``; returns the
+        flushed position. The GIL is released during the sync."""
+        cdef Py_ssize_t write = self.wrote
+        cdef Py_ssize_t start, length
+        cdef int rc
+        if not self.is_able_to_flush(flush_least_pages) or not self.writable:
+            return self.flushed
+        self.pin()
+        try:
+            start = (self.flushed // OS_PAGE_SIZE) * OS_PAGE_SIZE
+            length = write - start
+            with nogil:
+                rc = msync(self.base + start, length, MS_SYNC)
+            if rc != 0:
+                raise OSError(errno, f"msync failed for {self.file_name}: {strerror(errno).decode()}")
+            if write > self.flushed:
+                self.flushed = write
+        finally:
+            self.unpin()
+        return self.flushed
+
+    def warm(self):
+        """Fault every page in writable, off the hot path (RocketMQ's warmMappedFile).
+
+        Uses ``MADV_POPULATE_WRITE`` (Linux 5.14+); on older kernels it writes a zero into
+        each page of a segment that has never been written. The GIL is released.
+        """
+        cdef Py_ssize_t i, start = self.wrote
+        cdef int rc
+        if not self.writable:
+            return
+        self.pin()
+        try:
+            with nogil:
+                rc = madvise(self.base, self.file_size, MADV_POPULATE_WRITE)
+                if rc != 0 and start == 0:
+                    i = 0
+                    while i < self.file_size:
+                        (<volatile char *>self.base)[i] = 0
+                        i += OS_PAGE_SIZE
+        finally:
+            self.unpin()
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def read(self, Py_ssize_t pos, Py_ssize_t size) -> bytes:
+        """A copy of ``size`` bytes at ``pos``, clipped to the file."""
+        self._check_open()
+        if pos < 0 or size < 0 or pos > self.file_size:
+            raise ValueError("read outside the file")
+        if pos + size > self.file_size:
+            size = self.file_size - pos
+        return PyBytes_FromStringAndSize(self.base + pos, size)
+
+    def get_int(self, Py_ssize_t pos) -> int:
+        """Big-endian i32 at ``pos``."""
+        self._check_open()
+        if pos < 0 or pos + 4 > self.file_size:
+            raise ValueError("read outside the file")
+        return pymq_get_i32(self.base + pos)
+
+    def get_long(self, Py_ssize_t pos) -> int:
+        """Big-endian i64 at ``pos``."""
+        self._check_open()
+        if pos < 0 or pos + 8 > self.file_size:
+            raise ValueError("read outside the file")
+        return pymq_get_i64(self.base + pos)
+
+    def __getbuffer__(self, Py_buffer *view, int flags):
+        self._check_open()
+        if (flags & PyBUF_WRITABLE) and not self.writable:
+            raise BufferError("segment is read-only")
+        PyBuffer_FillInfo(view, self, self.base, self.file_size, not self.writable, flags)
+        self._exports += 1
+
+    def __releasebuffer__(self, Py_buffer *view):
+        self._exports -= 1
+        if self._closing and self._pins == 0 and self._exports == 0:
+            self._unmap()
+
+    def __repr__(self):
+        return (f"MappedFile({self.file_name!r}, from={self.file_from_offset}, size={self.file_size}, "
+                f"wrote={self.wrote}, flushed={self.flushed})")

@@ -1,0 +1,409 @@
+# cython: language_level=3
+"""Message value types and the properties string codec.
+
+Properties string (``MessageDecoder.messageProperties2String``), UTF-8 on disk::
+
+    name1 \\x01 value1 \\x02 name2 \\x01 value2      (no trailing \\x02)
+
+``Message`` is what applications build and ``put_message`` takes; ``MessageExt`` is what
+reads return. Both are C classes: building one costs a fraction of a Python object, which
+matters when an application builds millions of them. ``MessageExt`` keeps the raw
+properties bytes and decodes ``properties`` / ``tags`` / ``keys`` on first access.
+"""
+
+cimport cython
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from libc.stdlib cimport free, malloc, realloc
+from libc.string cimport memchr, memcmp, memcpy
+
+import ipaddress
+
+
+cdef extern from "Python.h":
+    const char *PyUnicode_AsUTF8AndSize(object s, Py_ssize_t *size) except NULL
+
+
+# -- PropsBuf: a growable byte buffer, on the stack for the common small case ----------------
+
+cdef void props_init(PropsBuf *b) noexcept nogil:
+    b.data = b.inline_
+    b.length = 0
+    b.start = 0
+    b.capacity = sizeof(b.inline_)
+
+
+cdef void props_free(PropsBuf *b) noexcept nogil:
+    if b.data != b.inline_:
+        free(b.data)
+    b.data = b.inline_
+    b.length = 0
+    b.capacity = sizeof(b.inline_)
+
+
+cdef int props_reserve(PropsBuf *b, Py_ssize_t extra) except -1:
+    cdef Py_ssize_t need = b.length + extra
+    cdef Py_ssize_t cap = b.capacity
+    cdef char *p
+    if need <= cap:
+        return 0
+    while cap < need:
+        cap *= 2
+    if b.data == b.inline_:
+        p = <char *>malloc(cap)
+        if p == NULL:
+            raise MemoryError()
+        memcpy(p, b.data, b.length)
+    else:
+        p = <char *>realloc(b.data, cap)
+        if p == NULL:
+            raise MemoryError()
+    b.data = p
+    b.capacity = cap
+    return 0
+
+
+cdef int props_append(PropsBuf *b, const char *s, Py_ssize_t n) except -1:
+    if b.length + n > b.capacity:
+        props_reserve(b, n)
+    memcpy(b.data + b.length, s, n)
+    b.length += n
+    return 0
+
+
+cdef inline int _check_part(const char *s, Py_ssize_t n, str what) except -1:
+    if n == 0:
+        raise ValueError(f"property {what} must not be empty")
+    if memchr(s, 1, n) != NULL or memchr(s, 2, n) != NULL:
+        raise ValueError(f"property {what} must not contain the separators \\x01 or \\x02")
+    return 0
+
+
+cdef int props_add_str(PropsBuf *b, str name, str value) except -1:
+    """Append ``name\\x01value``, preceded by ``\\x02`` unless it is the current message's first."""
+    cdef Py_ssize_t nn, nv
+    cdef const char *pn = PyUnicode_AsUTF8AndSize(name, &nn)
+    cdef const char *pv = PyUnicode_AsUTF8AndSize(value, &nv)
+    _check_part(pn, nn, "name")
+    _check_part(pv, nv, "value")
+    props_reserve(b, nn + nv + 2)
+    if b.length > b.start:
+        b.data[b.length] = 2
+        b.length += 1
+    memcpy(b.data + b.length, pn, nn)
+    b.length += nn
+    b.data[b.length] = 1
+    b.length += 1
+    memcpy(b.data + b.length, pv, nv)
+    b.length += nv
+    return 0
+
+
+cdef bint props_has_name(PropsBuf *b, const char *name, Py_ssize_t n) noexcept:
+    """True if some entry of the buffer is named ``name``."""
+    cdef Py_ssize_t i = b.start
+    while i + n < b.length:
+        if memcmp(b.data + i, name, n) == 0 and b.data[i + n] == 1:
+            return True
+        while i < b.length and b.data[i] != 2:
+            i += 1
+        i += 1
+    return False
+
+
+# -- the properties string codec ---------------------------------------------------------------
+
+cpdef dict decode_properties(object raw):
+    """Parse a properties string as RocketMQ 4.9.7's ``string2messageProperties`` does.
+
+    Entries are split on ``\\x02``; an entry shorter than 3 characters, or whose first
+    ``\\x01`` is at its start or its last character, is skipped. The value may contain
+    further ``\\x01``. ``raw`` is ``bytes`` (UTF-8, as on disk) or ``str``.
+    """
+    cdef str s
+    cdef dict out = {}
+    cdef Py_ssize_t index = 0, new_index, kv, n
+    if raw is None:
+        return out
+    if isinstance(raw, str):
+        s = <str>raw
+    else:
+        s = bytes(raw).decode("utf-8", "replace")
+    n = len(s)
+    while index < n:
+        new_index = s.find("\x02", index)
+        if new_index < 0:
+            new_index = n
+        if new_index - index >= 3:
+            kv = s.find("\x01", index)
+            if index < kv < new_index - 1:
+                out[s[index:kv]] = s[kv + 1:new_index]
+        index = new_index + 1
+    return out
+
+
+cpdef bytes encode_properties(dict properties):
+    """``messageProperties2String`` as UTF-8: entries in dict order, ``None`` values skipped."""
+    cdef PropsBuf buf
+    props_init(&buf)
+    try:
+        for k, v in properties.items():
+            if v is None:
+                continue
+            if not isinstance(k, str) or not isinstance(v, str):
+                raise TypeError("property names and values must be str")
+            props_add_str(&buf, k, v)
+        return PyBytes_FromStringAndSize(buf.data, buf.length)
+    finally:
+        props_free(&buf)
+
+
+cpdef str format_host(bytes raw):
+    """``ip:port`` (``[ip]:port`` for IPv6) of an on-disk 8- or 20-byte host field."""
+    cdef Py_ssize_t n = len(raw)
+    if n == 8:
+        port = int.from_bytes(raw[4:8], "big", signed=True)
+        return f"{raw[0]}.{raw[1]}.{raw[2]}.{raw[3]}:{port}"
+    if n == 20:
+        port = int.from_bytes(raw[16:20], "big", signed=True)
+        return f"[{ipaddress.IPv6Address(raw[:16]).compressed}]:{port}"
+    raise ValueError(f"a host field has 8 or 20 bytes, not {n}")
+
+
+cdef inline object _as_bytes(object body):
+    if type(body) is bytes:
+        return body
+    if isinstance(body, (bytearray, memoryview)):
+        return bytes(body)
+    raise TypeError(f"body must be bytes, bytearray or memoryview, not {type(body).__name__}")
+
+
+cdef inline object _as_keys(object keys):
+    if keys is None:
+        return None
+    if isinstance(keys, str):
+        out = (<str>keys).split()
+    else:
+        out = list(keys)
+        for k in out:
+            if not isinstance(k, str):
+                raise TypeError(f"keys must be str, not {type(k).__name__}")
+    return out or None
+
+
+@cython.freelist(64)
+cdef class Message:
+    """A message to put: topic, body and optional tags, keys and user properties.
+
+    ``keys`` is a list of strings (or one string of space-separated keys, as RocketMQ's
+    ``KEYS`` property stores them). ``properties`` maps str to str. ``delay_level`` uses the
+    store's delay levels (1..18 by default); ``deliver_time_ms`` asks for delivery at an
+    absolute time in ms (RocketMQ 5's ``TIMER_DELIVER_MS``). ``born_timestamp`` and
+    ``born_host`` default to the time of the put and the store's host, as RocketMQ's
+    producer fills them in. ``sys_flag`` carries the transaction type bits.
+    """
+
+    def __init__(self, str topic not None, body=b"", tags=None, keys=None, properties=None,
+                 int queue_id=0, int flag=0, int delay_level=0, deliver_time_ms=None,
+                 long long born_timestamp=0, born_host=None, int sys_flag=0):
+        self._topic = topic
+        self._body = body if type(body) is bytes else _as_bytes(body)
+        if tags is not None and not isinstance(tags, str):
+            raise TypeError(f"tags must be str or None, not {type(tags).__name__}")
+        self._tags = tags or None
+        self._keys = None if keys is None else _as_keys(keys)
+        if properties is not None and not isinstance(properties, dict):
+            raise TypeError(f"properties must be a dict, not {type(properties).__name__}")
+        self._properties = properties
+        if queue_id < 0:
+            raise ValueError(f"queue_id must be >= 0, not {queue_id}")
+        self.queue_id = queue_id
+        self.flag = flag
+        self.delay_level = delay_level
+        if deliver_time_ms is not None and not isinstance(deliver_time_ms, int):
+            raise TypeError("deliver_time_ms must be an int (ms since the epoch) or None")
+        self.deliver_time_ms = deliver_time_ms
+        self.born_timestamp = born_timestamp
+        if born_host is not None and not isinstance(born_host, str):
+            raise TypeError("born_host must be 'ip:port' or None")
+        self._born_host = born_host
+        self.sys_flag = sys_flag
+
+    cdef int _decode_props(self) except -1:
+        return 0
+
+    @property
+    def topic(self):
+        return self._topic
+
+    @topic.setter
+    def topic(self, str value not None):
+        self._topic = value
+
+    @property
+    def body(self):
+        return self._body
+
+    @body.setter
+    def body(self, value):
+        self._body = _as_bytes(value)
+
+    @property
+    def tags(self):
+        if self._props_raw is not None:
+            self._decode_props()
+        return self._tags
+
+    @tags.setter
+    def tags(self, value):
+        if value is not None and not isinstance(value, str):
+            raise TypeError("tags must be str or None")
+        if self._props_raw is not None:
+            self._decode_props()
+        self._tags = value or None
+
+    @property
+    def keys(self):
+        if self._props_raw is not None:
+            self._decode_props()
+        return self._keys
+
+    @keys.setter
+    def keys(self, value):
+        if self._props_raw is not None:
+            self._decode_props()
+        self._keys = _as_keys(value)
+
+    @property
+    def properties(self):
+        """User properties (``Message``) or the whole stored map (``MessageExt``)."""
+        if self._props_raw is not None:
+            self._decode_props()
+        if self._properties is None:
+            self._properties = {}
+        return self._properties
+
+    @properties.setter
+    def properties(self, value):
+        if value is not None and not isinstance(value, dict):
+            raise TypeError("properties must be a dict")
+        if self._props_raw is not None:
+            self._decode_props()
+        self._properties = value
+
+    @property
+    def born_host(self):
+        if type(self._born_host) is bytes:
+            self._born_host = format_host(self._born_host)
+        return self._born_host
+
+    @born_host.setter
+    def born_host(self, value):
+        if value is not None and not isinstance(value, str):
+            raise TypeError("born_host must be 'ip:port' or None")
+        self._born_host = value
+
+    cdef int write_properties(self, PropsBuf *out) except -1:
+        """Serialize user properties, then TAGS and KEYS, into ``out``."""
+        cdef dict props
+        if self._props_raw is not None:
+            self._decode_props()
+        if self._properties:
+            props = <dict?>self._properties
+            for k, v in props.items():
+                if v is None:
+                    continue
+                if type(k) is not str or type(v) is not str:
+                    if not isinstance(k, str) or not isinstance(v, str):
+                        raise TypeError("property names and values must be str")
+                if self._tags is not None and k == "TAGS":
+                    continue
+                if self._keys is not None and k == "KEYS":
+                    continue
+                props_add_str(out, k, v)
+        if self._tags is not None:
+            props_add_str(out, "TAGS", self._tags)
+        if self._keys is not None:
+            props_add_str(out, "KEYS", " ".join(self._keys))
+        return 0
+
+    def __repr__(self):
+        return (f"{type(self).__name__}(topic={self._topic!r}, body={len(self._body)} bytes, "
+                f"tags={self.tags!r}, keys={self.keys!r}, queue_id={self.queue_id})")
+
+
+@cython.final
+@cython.freelist(64)
+cdef class MessageExt(Message):
+    """A stored message as reads return it (``MessageExt`` in RocketMQ).
+
+    ``properties`` is the whole stored map, system properties (``TAGS``, ``KEYS``,
+    ``UNIQ_KEY``, ...) included. ``msg_id`` is the offset message id: the hex of the
+    store host and the commit-log offset.
+    """
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError("MessageExt is created by the store's reads")
+
+    cdef int _decode_props(self) except -1:
+        cdef dict props = decode_properties(self._props_raw)
+        self._props_raw = None
+        self._properties = props
+        tags = props.get("TAGS")
+        self._tags = tags or None
+        keys = props.get("KEYS")
+        self._keys = keys.split() or None if keys else None
+        return 0
+
+    @property
+    def store_host(self):
+        if type(self._store_host) is bytes:
+            return format_host(self._store_host)
+        return self._store_host
+
+    @property
+    def msg_id(self):
+        """Offset message id: uppercase hex of store host ip, port and commit-log offset."""
+        raw = self._store_host
+        if type(raw) is not bytes:
+            return None
+        return ((<bytes>raw) + self.commitlog_offset.to_bytes(8, "big", signed=True)).hex().upper()
+
+    @property
+    def uniq_key(self):
+        """The client message id (``UNIQ_KEY`` property) or ``None``."""
+        return self.properties.get("UNIQ_KEY")
+
+    @property
+    def transaction_type(self):
+        return self.sys_flag & 0xC
+
+    def __reduce__(self):
+        return (_rebuild_ext, (self.topic, self.body, self.properties, self.queue_id, self.flag,
+                               self.born_timestamp, self.born_host, self.sys_flag,
+                               self.queue_offset, self.commitlog_offset, self.store_size,
+                               self.store_timestamp, self._store_host, self.reconsume_times,
+                               self.prepared_transaction_offset, self.body_crc))
+
+
+def _rebuild_ext(topic, body, properties, queue_id, flag, born_ts, born_host, sys_flag,
+                 queue_offset, commitlog_offset, store_size, store_ts, store_host,
+                 reconsume_times, prepared_tx, body_crc):
+    cdef MessageExt m = MessageExt.__new__(MessageExt)
+    m._topic = topic
+    m._body = body
+    m._properties = dict(properties)
+    m._props_raw = encode_properties(m._properties)
+    m.queue_id = queue_id
+    m.flag = flag
+    m.born_timestamp = born_ts
+    m._born_host = born_host
+    m.sys_flag = sys_flag
+    m.queue_offset = queue_offset
+    m.commitlog_offset = commitlog_offset
+    m.store_size = store_size
+    m.store_timestamp = store_ts
+    m._store_host = store_host
+    m.reconsume_times = reconsume_times
+    m.prepared_transaction_offset = prepared_tx
+    m.body_crc = body_crc
+    return m

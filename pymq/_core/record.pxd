@@ -1,0 +1,38 @@
+from libc.stdint cimport int32_t, int64_t, uint32_t
+
+from pymq._core.message cimport MessageExt
+from pymq._core.mapped_file cimport MappedFile
+
+
+cdef struct RecordFields:
+    const char *topic
+    Py_ssize_t topic_len
+    const char *body
+    Py_ssize_t body_len
+    const char *props
+    Py_ssize_t props_len
+    const char *born_host          # 8 (IPv4) or 20 (IPv6) bytes: address + i32 port
+    Py_ssize_t born_host_len
+    const char *store_host
+    Py_ssize_t store_host_len
+    int32_t queue_id
+    int32_t flag
+    int32_t sys_flag
+    int32_t reconsume_times
+    int32_t body_crc
+    int64_t queue_offset
+    int64_t physical_offset
+    int64_t born_timestamp
+    int64_t store_timestamp
+    int64_t prepared_transaction_offset
+
+
+cdef Py_ssize_t cal_msg_length(int32_t sys_flag, Py_ssize_t body_len, Py_ssize_t topic_len,
+                               Py_ssize_t props_len) noexcept nogil
+cdef void write_record(char *dst, const RecordFields *f, Py_ssize_t total) noexcept nogil
+cdef void write_blank(char *dst, int32_t max_blank) noexcept nogil
+cdef int32_t body_crc32(const char *p, Py_ssize_t n) noexcept nogil
+cdef MessageExt decode_at(const char *buf, Py_ssize_t avail, bint check_crc)
+cdef Py_ssize_t record_size_at(const char *buf, Py_ssize_t avail) except -2
+cdef bytes pack_host_cached(object host)
+cdef Py_ssize_t check_record(const char *buf, Py_ssize_t avail, bint check_crc) noexcept nogil

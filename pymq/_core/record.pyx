@@ -1,0 +1,517 @@
+# cython: language_level=3
+"""The CommitLog record, message format v1: encoder, decoder, CRC, Java hash, message ids.
+
+Record layout (big-endian; offsets for an IPv4 born host and IPv4 store host, a v6
+address takes 20 bytes instead of 8 and shifts every later field)::
+
+    off  size  field
+      0     4  TOTALSIZE                   whole record, this field included
+      4     4  MAGICCODE                   0xDAA320A7 (v1)
+      8     4  BODYCRC                     crc32(body) & 0x7FFFFFFF
+     12     4  QUEUEID
+     16     4  FLAG
+     20     8  QUEUEOFFSET                 index in the consume queue
+     28     8  PHYSICALOFFSET              commit-log offset of this record
+     36     4  SYSFLAG                     0x10 born host v6, 0x20 store host v6, 0xC tx type
+     40     8  BORNTIMESTAMP               ms
+     48   8|20 BORNHOST                    address (4|16) + port (i32)
+     56     8  STORETIMESTAMP              ms
+     64   8|20 STOREHOSTADDRESS
+     72     4  RECONSUMETIMES
+     76     8  PREPARED TRANSACTION OFFSET
+     84     4  BODYLENGTH, then the body
+    88+b    1  TOPICLENGTH (signed, <= 127), then the topic (UTF-8)
+       +    2  PROPERTIESLENGTH (signed, <= 32767), then the properties string (UTF-8)
+
+End of a segment (written when a record does not fit with 8 bytes to spare)::
+
+      0     4  bytes left in the file (maxBlank)
+      4     4  BLANK_MAGIC_CODE 0xCBD43194
+
+The encoder writes into a caller-provided raw buffer (an mmap'd segment) whose capacity
+the caller has checked. The decoder checks every length against the buffer before it
+reads, and raises ``CorruptRecordError`` instead of reading past it.
+"""
+
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t
+from libc.string cimport memcpy
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+
+from pymq._core.clayout cimport (
+    BLANK_MAGIC_CODE, BORNHOST_V6_FLAG, IPV4_HOST_LENGTH, IPV6_HOST_LENGTH,
+    MAX_PROPERTIES_LENGTH, MAX_TOPIC_LENGTH, MESSAGE_MAGIC_CODE, STOREHOSTADDRESS_V6_FLAG,
+)
+from pymq._core.hton cimport pymq_get_i16, pymq_get_i32, pymq_get_i64, pymq_put_i16, pymq_put_i32, pymq_put_i64
+from pymq._core.message cimport MessageExt
+from pymq._core.mapped_file cimport MappedFile
+
+import socket
+
+from pymq.errors import CorruptRecordError
+
+
+cdef extern from "pymq_crc32.h" nogil:
+    uint32_t pymq_crc32(uint32_t crc, const unsigned char *buf, size_t len)
+    const char *pymq_crc32_impl()
+
+cdef extern from "pymq_javahash.h" nogil:
+    uint32_t pymq_java_hash_cp(uint32_t h, uint32_t cp)
+    int32_t pymq_java_hash_utf8(const char *buf, size_t n)
+
+cdef extern from "Python.h":
+    Py_ssize_t PyUnicode_GET_LENGTH(object o)
+    int PyUnicode_KIND(object o)
+    void *PyUnicode_DATA(object o)
+    Py_UCS4 PyUnicode_READ(int kind, void *data, Py_ssize_t index)
+
+
+# exported for tests (test_layout compares them with layout.py)
+MESSAGE_MAGIC_CODE_C = MESSAGE_MAGIC_CODE
+BLANK_MAGIC_CODE_C = BLANK_MAGIC_CODE
+
+
+# -- sizes and checksums -----------------------------------------------------------------------
+
+cdef Py_ssize_t cal_msg_length(int32_t sys_flag, Py_ssize_t body_len, Py_ssize_t topic_len,
+                               Py_ssize_t props_len) noexcept nogil:
+    cdef Py_ssize_t born = IPV6_HOST_LENGTH if sys_flag & BORNHOST_V6_FLAG else IPV4_HOST_LENGTH
+    cdef Py_ssize_t store = IPV6_HOST_LENGTH if sys_flag & STOREHOSTADDRESS_V6_FLAG else IPV4_HOST_LENGTH
+    if body_len < 0:
+        body_len = 0
+    if props_len < 0:
+        props_len = 0
+    return (4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + born + 8 + store + 4 + 8
+            + 4 + body_len + 1 + topic_len + 2 + props_len)
+
+
+cdef int32_t body_crc32(const char *p, Py_ssize_t n) noexcept nogil:
+    if n <= 0:
+        return 0
+    return <int32_t>(pymq_crc32(0, <const unsigned char *>p, <size_t>n) & 0x7FFFFFFFu)
+
+
+def body_crc(data) -> int:
+    """RocketMQ's ``UtilAll.crc32``: CRC-32 of ``data`` masked with ``0x7FFFFFFF``."""
+    cdef const unsigned char[::1] view = memoryview(data).cast("B")
+    if view.shape[0] == 0:
+        return 0
+    return body_crc32(<const char *>&view[0], view.shape[0])
+
+
+def crc32(data, unsigned int value=0) -> int:
+    """Unmasked CRC-32, zlib-compatible (``zlib.crc32(data, value)``)."""
+    cdef const unsigned char[::1] view = memoryview(data).cast("B")
+    if view.shape[0] == 0:
+        return value
+    return pymq_crc32(value, &view[0], view.shape[0])
+
+
+def crc32_impl() -> str:
+    """Which CRC-32 implementation this CPU runs (e.g. ``pclmulqdq``)."""
+    return pymq_crc32_impl().decode()
+
+
+# -- Java String.hashCode --------------------------------------------------------------------
+
+cpdef int java_hash_code(str s):
+    """Java's ``String.hashCode`` (UTF-16 units, int32 wrap-around)."""
+    cdef uint32_t h = 0
+    cdef Py_ssize_t i, n = PyUnicode_GET_LENGTH(s)
+    cdef int kind = PyUnicode_KIND(s)
+    cdef void *data = PyUnicode_DATA(s)
+    for i in range(n):
+        h = pymq_java_hash_cp(h, PyUnicode_READ(kind, data, i))
+    return <int32_t>h
+
+
+def java_hash_code_utf8(data) -> int:
+    """``String.hashCode`` of UTF-8 bytes as Java would decode them."""
+    cdef const unsigned char[::1] view = memoryview(data).cast("B")
+    if view.shape[0] == 0:
+        return 0
+    return pymq_java_hash_utf8(<const char *>&view[0], view.shape[0])
+
+
+def index_key_hash(str key) -> int:
+    """``IndexFile.indexKeyHashMethod``: ``abs(hashCode)``, 0 for ``Integer.MIN_VALUE``."""
+    cdef int32_t h = java_hash_code(key)
+    if h == -2147483648:
+        return 0
+    return -h if h < 0 else h
+
+
+# -- hosts and message ids ------------------------------------------------------------------
+
+cdef dict _host_cache = {}
+
+
+def pack_host(str host) -> bytes:
+    """``"ip:port"`` or ``"[ipv6]:port"`` -> the on-disk 8- or 20-byte host field."""
+    host = host.strip()
+    if host.startswith("["):
+        addr, sep, port = host[1:].partition("]:")
+        if not sep:
+            raise ValueError(f"bad host {host!r}: expected [ipv6]:port")
+        raw = socket.inet_pton(socket.AF_INET6, addr)
+    else:
+        addr, sep, port = host.rpartition(":")
+        if not sep:
+            raise ValueError(f"bad host {host!r}: expected ip:port")
+        try:
+            raw = socket.inet_pton(socket.AF_INET, addr)
+        except OSError:
+            raw = socket.inet_pton(socket.AF_INET6, addr)
+    p = int(port)
+    if not 0 <= p <= 65535:
+        raise ValueError(f"bad port in {host!r}")
+    return raw + p.to_bytes(4, "big")
+
+
+cdef bytes pack_host_cached(object host):
+    cdef object raw = _host_cache.get(host)
+    if raw is None:
+        if not isinstance(host, str):
+            raise TypeError("a host is 'ip:port' or '[ipv6]:port'")
+        raw = pack_host(host)
+        if len(_host_cache) < 4096:
+            _host_cache[host] = raw
+    return <bytes>raw
+
+
+def create_message_id(store_host, long long commitlog_offset) -> str:
+    """``MessageDecoder.createMessageId``: uppercase hex of host ip, port and offset."""
+    raw = store_host if isinstance(store_host, bytes) else pack_host_cached(store_host)
+    return (raw + commitlog_offset.to_bytes(8, "big", signed=True)).hex().upper()
+
+
+def decode_message_id(str msg_id):
+    """-> ``("ip:port", commitlog_offset)``; 32 hex chars are IPv4, others IPv6."""
+    from pymq._core.message import format_host
+    try:
+        raw = bytes.fromhex(msg_id)
+    except ValueError:
+        raise ValueError(f"not a message id: {msg_id!r}") from None
+    if len(raw) not in (16, 28):
+        raise ValueError(f"not a message id: {msg_id!r}")
+    return format_host(raw[:-8]), int.from_bytes(raw[-8:], "big", signed=True)
+
+
+# -- encoder ---------------------------------------------------------------------------------
+
+cdef void write_record(char *dst, const RecordFields *f, Py_ssize_t total) noexcept nogil:
+    cdef Py_ssize_t pos
+    pymq_put_i32(dst, <int32_t>total)
+    pymq_put_i32(dst + 4, MESSAGE_MAGIC_CODE)
+    pymq_put_i32(dst + 8, f.body_crc)
+    pymq_put_i32(dst + 12, f.queue_id)
+    pymq_put_i32(dst + 16, f.flag)
+    pymq_put_i64(dst + 20, f.queue_offset)
+    pymq_put_i64(dst + 28, f.physical_offset)
+    pymq_put_i32(dst + 36, f.sys_flag)
+    pymq_put_i64(dst + 40, f.born_timestamp)
+    memcpy(dst + 48, f.born_host, f.born_host_len)
+    pos = 48 + f.born_host_len
+    pymq_put_i64(dst + pos, f.store_timestamp)
+    pos += 8
+    memcpy(dst + pos, f.store_host, f.store_host_len)
+    pos += f.store_host_len
+    pymq_put_i32(dst + pos, f.reconsume_times)
+    pymq_put_i64(dst + pos + 4, f.prepared_transaction_offset)
+    pymq_put_i32(dst + pos + 12, <int32_t>f.body_len)
+    pos += 16
+    if f.body_len > 0:
+        memcpy(dst + pos, f.body, f.body_len)
+        pos += f.body_len
+    dst[pos] = <char>f.topic_len
+    memcpy(dst + pos + 1, f.topic, f.topic_len)
+    pos += 1 + f.topic_len
+    pymq_put_i16(dst + pos, <int16_t>f.props_len)
+    if f.props_len > 0:
+        memcpy(dst + pos + 2, f.props, f.props_len)
+
+
+cdef void write_blank(char *dst, int32_t max_blank) noexcept nogil:
+    pymq_put_i32(dst, max_blank)
+    pymq_put_i32(dst + 4, BLANK_MAGIC_CODE)
+
+
+def encode_message(topic, body, properties=b"", *, int queue_id=0, int flag=0,
+                   long long queue_offset=0, long long physical_offset=0, int sys_flag=0,
+                   long long born_timestamp=0, born_host="127.0.0.1:0",
+                   long long store_timestamp=0, store_host="127.0.0.1:10911",
+                   int reconsume_times=0, long long prepared_transaction_offset=0,
+                   body_crc=None) -> bytes:
+    """Encode one v1 record to ``bytes`` (tools and tests; the store writes into segments).
+
+    ``topic`` and ``properties`` are ``str`` or UTF-8 ``bytes``. The v6 sysflag bits are
+    set from the host fields. Raises ``ValueError`` for fields that do not fit v1.
+    """
+    cdef RecordFields f
+    cdef bytes t = topic.encode() if isinstance(topic, str) else bytes(topic)
+    cdef bytes b = bytes(body)
+    cdef bytes p = properties.encode() if isinstance(properties, str) else bytes(properties)
+    cdef bytes bh = born_host if isinstance(born_host, bytes) else pack_host_cached(born_host)
+    cdef bytes sh = store_host if isinstance(store_host, bytes) else pack_host_cached(store_host)
+    if len(t) > MAX_TOPIC_LENGTH:
+        raise ValueError("v1 topics are at most 127 bytes")
+    if len(p) > MAX_PROPERTIES_LENGTH:
+        raise ValueError("properties are at most 32767 bytes")
+    if len(bh) not in (8, 20) or len(sh) not in (8, 20):
+        raise ValueError("host fields are 8 or 20 bytes")
+    sys_flag &= ~(BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG)
+    if len(bh) == 20:
+        sys_flag |= BORNHOST_V6_FLAG
+    if len(sh) == 20:
+        sys_flag |= STOREHOSTADDRESS_V6_FLAG
+    f.topic = PyBytes_AS_STRING(t); f.topic_len = len(t)
+    f.body = PyBytes_AS_STRING(b); f.body_len = len(b)
+    f.props = PyBytes_AS_STRING(p); f.props_len = len(p)
+    f.born_host = PyBytes_AS_STRING(bh); f.born_host_len = len(bh)
+    f.store_host = PyBytes_AS_STRING(sh); f.store_host_len = len(sh)
+    f.queue_id = queue_id; f.flag = flag; f.sys_flag = sys_flag
+    f.reconsume_times = reconsume_times
+    f.body_crc = body_crc32(f.body, f.body_len) if body_crc is None else <int32_t>body_crc
+    f.queue_offset = queue_offset; f.physical_offset = physical_offset
+    f.born_timestamp = born_timestamp; f.store_timestamp = store_timestamp
+    f.prepared_transaction_offset = prepared_transaction_offset
+    cdef Py_ssize_t total = cal_msg_length(sys_flag, f.body_len, f.topic_len, f.props_len)
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, total)
+    write_record(PyBytes_AS_STRING(out), &f, total)
+    return out
+
+
+def message_length(int sys_flag, Py_ssize_t body_len, Py_ssize_t topic_len, Py_ssize_t props_len) -> int:
+    """``CommitLog.calMsgLength``."""
+    return cal_msg_length(sys_flag, body_len, topic_len, props_len)
+
+
+# -- decoder ---------------------------------------------------------------------------------
+
+cdef inline int _need(Py_ssize_t pos, Py_ssize_t n, Py_ssize_t limit) except -1:
+    if n < 0 or pos + n > limit:
+        raise CorruptRecordError(f"record field at {pos} (+{n}) runs past the record end {limit}")
+    return 0
+
+
+cdef Py_ssize_t record_size_at(const char *buf, Py_ssize_t avail) except -2:
+    """Size of the record at ``buf``: > 0 for a record, 0 for the end-of-file blank,
+    -1 when fewer than 8 bytes are available. Raises on a bad magic or size."""
+    cdef int32_t total, magic
+    if avail < 8:
+        return -1
+    total = pymq_get_i32(buf)
+    magic = pymq_get_i32(buf + 4)
+    if magic == BLANK_MAGIC_CODE:
+        return 0
+    if magic != MESSAGE_MAGIC_CODE:
+        raise CorruptRecordError(f"bad magic code 0x{<uint32_t>magic:08X}")
+    if total < 91 or total > avail:
+        raise CorruptRecordError(f"record size {total} outside [91, {avail}]")
+    return total
+
+
+cdef MessageExt decode_at(const char *buf, Py_ssize_t avail, bint check_crc):
+    """Decode the record at ``buf`` (``avail`` readable bytes). ``None`` at a blank."""
+    cdef Py_ssize_t total = record_size_at(buf, avail)
+    cdef Py_ssize_t pos, born_len, store_len, body_len, topic_len, props_len
+    cdef int32_t sys_flag
+    cdef MessageExt m
+    if total == 0:
+        return None
+    if total < 0:
+        raise CorruptRecordError("fewer than 8 bytes left for a record header")
+    sys_flag = pymq_get_i32(buf + 36)
+    born_len = IPV6_HOST_LENGTH if sys_flag & BORNHOST_V6_FLAG else IPV4_HOST_LENGTH
+    store_len = IPV6_HOST_LENGTH if sys_flag & STOREHOSTADDRESS_V6_FLAG else IPV4_HOST_LENGTH
+    pos = 48 + born_len + 8 + store_len + 4 + 8
+    _need(pos, 4, total)
+    body_len = pymq_get_i32(buf + pos)
+    pos += 4
+    _need(pos, body_len, total)
+    pos += body_len
+    _need(pos, 1, total)
+    topic_len = <int8_t>buf[pos]
+    _need(pos + 1, topic_len, total)
+    pos += 1 + topic_len
+    _need(pos, 2, total)
+    props_len = pymq_get_i16(buf + pos)
+    _need(pos + 2, props_len, total)
+    if cal_msg_length(sys_flag, body_len, topic_len, props_len) != total:
+        raise CorruptRecordError("record size does not match its field lengths")
+
+    m = MessageExt.__new__(MessageExt)
+    m.store_size = <int>total
+    m.body_crc = pymq_get_i32(buf + 8)
+    m.queue_id = pymq_get_i32(buf + 12)
+    m.flag = pymq_get_i32(buf + 16)
+    m.queue_offset = pymq_get_i64(buf + 20)
+    m.commitlog_offset = pymq_get_i64(buf + 28)
+    m.sys_flag = sys_flag
+    m.born_timestamp = pymq_get_i64(buf + 40)
+    m._born_host = PyBytes_FromStringAndSize(buf + 48, born_len)
+    pos = 48 + born_len
+    m.store_timestamp = pymq_get_i64(buf + pos)
+    m._store_host = PyBytes_FromStringAndSize(buf + pos + 8, store_len)
+    pos += 8 + store_len
+    m.reconsume_times = pymq_get_i32(buf + pos)
+    m.prepared_transaction_offset = pymq_get_i64(buf + pos + 4)
+    pos += 16
+    m._body = PyBytes_FromStringAndSize(buf + pos, body_len)
+    if check_crc and body_len > 0 and body_crc32(buf + pos, body_len) != m.body_crc:
+        raise CorruptRecordError(f"body CRC mismatch in the record at {m.commitlog_offset}")
+    pos += body_len
+    m._topic = PyUnicode_DecodeUTF8(buf + pos + 1, topic_len, "replace")
+    pos += 1 + topic_len
+    m._props_raw = PyBytes_FromStringAndSize(buf + pos + 2, props_len)
+    return m
+
+
+def decode_message(data, Py_ssize_t offset=0, bint check_crc=False):
+    """Decode the record at ``offset`` of a bytes-like ``data`` into a ``MessageExt``.
+
+    Returns ``None`` at an end-of-file blank; raises ``CorruptRecordError`` when the
+    record is malformed or runs past the end of ``data``.
+    """
+    cdef const unsigned char[::1] view = memoryview(data).cast("B")
+    cdef Py_ssize_t n = view.shape[0]
+    if offset < 0 or offset > n:
+        raise ValueError("offset outside the buffer")
+    if n == 0:
+        raise CorruptRecordError("empty buffer")
+    return decode_at(<const char *>&view[0] + offset, n - offset, check_crc)
+
+
+# -- validation without decoding (recovery, dispatch) -----------------------------------------
+
+cdef Py_ssize_t check_record(const char *buf, Py_ssize_t avail, bint check_crc) noexcept nogil:
+    """Validate the record at ``buf`` as ``checkMessageAndReturnSize`` does, without
+    building anything: its size (> 0) when whole and consistent, 0 at an end-of-file
+    blank, -1 when it is not a whole record (bad magic, size, lengths or CRC)."""
+    cdef int32_t total, magic, sys_flag
+    cdef Py_ssize_t pos, body_len, topic_len, props_len, body_pos
+    if avail < 8:
+        return -1
+    total = pymq_get_i32(buf)
+    magic = pymq_get_i32(buf + 4)
+    if magic == BLANK_MAGIC_CODE:
+        return 0 if total >= 8 and total <= avail else -1
+    if magic != MESSAGE_MAGIC_CODE or total < 91 or total > avail:
+        return -1
+    sys_flag = pymq_get_i32(buf + 36)
+    pos = 48 + (IPV6_HOST_LENGTH if sys_flag & BORNHOST_V6_FLAG else IPV4_HOST_LENGTH) + 8
+    pos += (IPV6_HOST_LENGTH if sys_flag & STOREHOSTADDRESS_V6_FLAG else IPV4_HOST_LENGTH) + 12
+    if pos + 4 > total:
+        return -1
+    body_len = pymq_get_i32(buf + pos)
+    body_pos = pos + 4
+    if body_len < 0 or body_pos + body_len + 1 > total:
+        return -1
+    pos = body_pos + body_len
+    topic_len = <int8_t>buf[pos]
+    if topic_len < 0 or pos + 1 + topic_len + 2 > total:
+        return -1
+    pos += 1 + topic_len
+    props_len = pymq_get_i16(buf + pos)
+    if props_len < 0 or pos + 2 + props_len > total:
+        return -1
+    if cal_msg_length(sys_flag, body_len, topic_len, props_len) != total:
+        return -1
+    if check_crc and body_len > 0:
+        if body_crc32(buf + body_pos, body_len) != pymq_get_i32(buf + 8):
+            return -1
+    return total
+
+
+def scan_segment(MappedFile mf, Py_ssize_t start, Py_ssize_t end, bint check_crc=False):
+    """Walk whole records of ``mf`` from ``start`` up to ``end`` without the GIL.
+
+    Returns ``(position, count, reached_blank)``: the position after the last whole
+    record (or the file size after a blank), the number of records, and whether an
+    end-of-file blank was met.
+    """
+    cdef Py_ssize_t pos = start, size, count = 0
+    cdef bint blank = False
+    cdef const char *base
+    if start < 0 or end > mf.file_size or start > end:
+        raise ValueError("scan range outside the segment")
+    mf.pin()
+    try:
+        base = mf.base
+        with nogil:
+            while pos < end:
+                size = check_record(base + pos, end - pos, check_crc)
+                if size > 0:
+                    pos += size
+                    count += 1
+                elif size == 0:
+                    blank = True
+                    pos = mf.file_size
+                    break
+                else:
+                    break
+    finally:
+        mf.unpin()
+    return pos, count, blank
+
+
+def read_message(MappedFile mf, Py_ssize_t pos, bint check_crc=False):
+    """Decode the record at ``pos`` of a segment, reading only below its wrote position.
+    ``None`` when ``pos`` is at or past the readable end, or at a blank."""
+    cdef Py_ssize_t limit = mf.wrote
+    mf._check_open()
+    if pos < 0 or pos + 4 > limit:
+        return None
+    return decode_at(mf.base + pos, limit - pos, check_crc)
+
+
+def read_record_bytes(MappedFile mf, Py_ssize_t pos):
+    """The raw bytes of the whole record at ``pos`` (checked), or None past the end."""
+    cdef Py_ssize_t limit = mf.wrote, size
+    mf._check_open()
+    if pos < 0 or pos + 8 > limit:
+        return None
+    size = record_size_at(mf.base + pos, limit - pos)
+    if size <= 0:
+        return None
+    return PyBytes_FromStringAndSize(mf.base + pos, size)
+
+
+def collect_queue_offsets(MappedFile mf, Py_ssize_t end, dict table):
+    """Fold the records of ``mf`` below ``end`` into ``table``:
+    ``{(topic, queue_id): next queue offset}``. Prepared and rolled-back transaction
+    records do not count, as they do not advance RocketMQ's topic-queue table."""
+    cdef Py_ssize_t pos = 0, size, tpos, born_len, store_len
+    cdef int32_t sys_flag, qid, body_len, tx
+    cdef int64_t qoff
+    cdef int topic_len
+    cdef const char *base
+    cdef bytes last_raw = None
+    cdef str topic = None
+    mf._check_open()
+    base = mf.base
+    if end > mf.file_size:
+        end = mf.file_size
+    while pos < end:
+        size = check_record(base + pos, end - pos, False)
+        if size <= 0:
+            break
+        sys_flag = pymq_get_i32(base + pos + 36)
+        tx = sys_flag & 0xC
+        if tx != 0x4 and tx != 0xC:
+            qid = pymq_get_i32(base + pos + 12)
+            qoff = pymq_get_i64(base + pos + 20)
+            born_len = IPV6_HOST_LENGTH if sys_flag & BORNHOST_V6_FLAG else IPV4_HOST_LENGTH
+            store_len = IPV6_HOST_LENGTH if sys_flag & STOREHOSTADDRESS_V6_FLAG else IPV4_HOST_LENGTH
+            tpos = pos + 48 + born_len + 8 + store_len + 12
+            body_len = pymq_get_i32(base + tpos)
+            tpos += 4 + body_len
+            topic_len = <int8_t>base[tpos]
+            raw = PyBytes_FromStringAndSize(base + tpos + 1, topic_len)
+            if raw != last_raw:
+                last_raw = raw
+                topic = PyUnicode_DecodeUTF8(base + tpos + 1, topic_len, "replace")
+            key = (topic, qid)
+            if table.get(key, 0) < qoff + 1:
+                table[key] = qoff + 1
+        pos += size

@@ -1,0 +1,3 @@
+"""Single source of pymq's version string."""
+
+__version__ = "0.1.0"

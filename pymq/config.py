@@ -1,0 +1,101 @@
+"""``StoreConfig``: RocketMQ's ``MessageStoreConfig`` defaults, with snake_case names.
+
+Intervals and timeouts are in milliseconds, as in RocketMQ. Where pymq deviates on
+purpose the field's comment says so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from .errors import PymqError
+from .status import FlushDiskType
+
+_MiB = 1024 * 1024
+
+
+@dataclasses.dataclass
+class StoreConfig:
+    """Configuration of a :class:`pymq.MessageStore`.
+
+    Every default is RocketMQ 4.9.7's (``MessageStoreConfig``) unless its comment says
+    otherwise. Tests use small ``commitlog_file_size`` / ``consume_queue_entries`` /
+    index sizes; the large defaults belong in production and benchmarks.
+    """
+
+    # -- files ------------------------------------------------------------------------
+    commitlog_file_size: int = 1 << 30            # mappedFileSizeCommitLog
+    consume_queue_entries: int = 300_000          # mappedFileSizeConsumeQueue / 20
+    index_hash_slots: int = 5_000_000             # maxHashSlotNum
+    index_max_entries: int = 20_000_000           # maxIndexNum
+    # pymq pre-allocates (posix_fallocate) and pre-touches the next commit-log segment in
+    # the background. RocketMQ's warmMapedFileEnable defaults to false; pymq's to true.
+    warm_mapped_file_enable: bool = True
+
+    # -- flushing ---------------------------------------------------------------------
+    flush_disk_type: str = "ASYNC_FLUSH"          # or "SYNC_FLUSH"
+    flush_interval_commitlog: int = 500           # ms
+    flush_commitlog_least_pages: int = 4
+    flush_commitlog_thorough_interval: int = 10_000  # ms
+    sync_flush_timeout: int = 5_000               # ms; FLUSH_DISK_TIMEOUT after this
+    flush_interval_consume_queue: int = 1_000     # ms
+    flush_consume_queue_least_pages: int = 2
+    flush_consume_queue_thorough_interval: int = 60_000  # ms
+
+    # -- messages ---------------------------------------------------------------------
+    max_message_size: int = 4 * _MiB              # body limit (4.9.4+ semantics)
+    store_host: str = "127.0.0.1:10911"           # "ip:port" or "[ipv6]:port"
+    # "strict": RocketMQ's TopicValidator charset ^[%|a-zA-Z0-9_-]+$, at most 127 chars.
+    # "utf8": pymq extension for non-ASCII names; any printable characters except path
+    # separators and NUL, not "." or "..", at most 127 UTF-8 bytes (v1's length byte).
+    topic_validation: str = "strict"
+    message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+
+    # -- index, recovery, cleaning ------------------------------------------------------
+    message_index_enable: bool = True
+    message_index_safe: bool = False
+    check_crc_on_recover: bool = True
+    max_msgs_num_batch: int = 64
+    file_reserved_time: int = 72                  # hours
+    delete_when: str = "04"
+    disk_max_used_space_ratio: int = 75
+
+    # -- pulling ----------------------------------------------------------------------
+    max_transfer_count_on_message_in_memory: int = 32
+    max_transfer_bytes_on_message_in_memory: int = 262_144
+    max_transfer_count_on_message_in_disk: int = 8
+    max_transfer_bytes_on_message_in_disk: int = 65_536
+    access_message_in_memory_max_ratio: int = 40  # percent of RAM
+
+    # -- persisted tables ---------------------------------------------------------------
+    flush_delay_offset_interval: int = 10_000     # ms
+    flush_consumer_offset_interval: int = 5_000   # ms
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise :class:`PymqError` when a value cannot work."""
+        if self.commitlog_file_size < 4096 or self.commitlog_file_size > (1 << 31) - 1:
+            raise PymqError("commitlog_file_size must be in [4096, 2**31-1] bytes")
+        if self.consume_queue_entries < 1:
+            raise PymqError("consume_queue_entries must be >= 1")
+        if self.index_hash_slots < 1 or self.index_max_entries < 2:
+            raise PymqError("index_hash_slots must be >= 1 and index_max_entries >= 2")
+        if self.flush_disk_type not in (FlushDiskType.ASYNC_FLUSH.value, FlushDiskType.SYNC_FLUSH.value):
+            raise PymqError(f"flush_disk_type must be ASYNC_FLUSH or SYNC_FLUSH, not {self.flush_disk_type!r}")
+        if self.topic_validation not in ("strict", "utf8"):
+            raise PymqError("topic_validation must be 'strict' or 'utf8'")
+        if self.max_message_size < 1:
+            raise PymqError("max_message_size must be >= 1")
+        if self.sync_flush_timeout < 0 or self.flush_interval_commitlog < 1:
+            raise PymqError("flush intervals and timeouts must be positive")
+
+    @property
+    def consume_queue_file_size(self) -> int:
+        """Bytes per consume-queue file (entries x 20)."""
+        return self.consume_queue_entries * 20
+
+    @property
+    def sync_flush(self) -> bool:
+        return self.flush_disk_type == FlushDiskType.SYNC_FLUSH.value

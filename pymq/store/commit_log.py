@@ -1,0 +1,133 @@
+"""CommitLog: the append-only log of every message (RocketMQ's ``CommitLog``).
+
+A ``MappedFileQueue`` of segments under ``commitlog/`` plus the compiled append path
+(``pymq._core.appender.CommitLogAppender``: put lock, topic-queue table, encoding into the
+mapped segment). This module owns loading, the rescan that finds the end of the log on
+reopen, reads by offset, and rolling to a new segment.
+
+Differences from RocketMQ: the append path and the record scan are compiled (no
+``AppendMessageCallback`` objects); segments are created one ahead by
+``AllocateMappedFileService`` and pre-faulted; there is no transient store pool.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+from pymq._core import record
+from pymq._core.appender import CommitLogAppender
+from pymq._core.mapped_file import MappedFile
+from pymq.config import StoreConfig
+
+from .allocate_service import AllocateMappedFileService
+from .mapped_file_queue import MappedFileQueue
+
+
+class CommitLog:
+    """The commit log of one store directory."""
+
+    def __init__(self, store_path: str, config: StoreConfig,
+                 allocate_service: Optional[AllocateMappedFileService] = None,
+                 read_only: bool = False) -> None:
+        self.config = config
+        self.file_size = config.commitlog_file_size
+        self.mapped_file_queue = MappedFileQueue(os.path.join(store_path, "commitlog"), self.file_size,
+                                                 allocate_service, read_only)
+        self.appender = CommitLogAppender(self._roll, self.file_size, config.store_host,
+                                          config.max_message_size, config.topic_validation)
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def load(self) -> None:
+        self.mapped_file_queue.load()
+
+    def recover_normally(self, check_crc: bool = False) -> int:
+        """Find the end of the log after a clean shutdown and cut anything after it.
+
+        Walks whole records from the third-last segment (RocketMQ's ``recoverNormally``),
+        crossing segments at end-of-file blanks, and stops at the first position that does
+        not hold a whole record. Returns that offset (the new max physical offset).
+        """
+        mfq = self.mapped_file_queue
+        files = mfq.mapped_files
+        if not files:
+            mfq.flushed_where = 0
+            self.appender.set_current(None)
+            return 0
+        index = max(0, len(files) - 3)
+        process = files[index].file_from_offset
+        while index < len(files):
+            mf = files[index]
+            pos, _count, blank = record.scan_segment(mf, 0, self.file_size, check_crc)
+            if blank:
+                process = mf.file_from_offset + self.file_size
+                index += 1
+                continue
+            process = mf.file_from_offset + pos
+            break
+        mfq.flushed_where = process
+        mfq.truncate_dirty_files(process)
+        self.appender.set_current(mfq.get_last_mapped_file())
+        return process
+
+    def rebuild_queue_offsets(self) -> None:
+        """Set the topic-queue table from the records in the log (interim: the consume
+        queues take this over)."""
+        table: dict = {}
+        for mf in self.mapped_file_queue.mapped_files:
+            record.collect_queue_offsets(mf, mf.read_position, table)
+        self.appender.clear_queue_offsets()
+        for (topic, qid), nxt in table.items():
+            self.appender.set_queue_offset(topic, qid, nxt)
+
+    def _roll(self, next_offset: int) -> MappedFile:
+        return self.mapped_file_queue.create_mapped_file(next_offset)
+
+    def shutdown(self) -> None:
+        self.appender.close()
+        self.mapped_file_queue.shutdown()
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def put_message(self, msg):
+        return self.appender.put(msg)
+
+    def put_messages(self, msgs):
+        return self.appender.put_batch(msgs)
+
+    def flush(self, least_pages: int = 0) -> bool:
+        return self.mapped_file_queue.flush(least_pages)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def get_min_offset(self) -> int:
+        """First offset still stored, -1 when the log is empty."""
+        mf = self.mapped_file_queue.get_first_mapped_file()
+        if mf is None:
+            return -1
+        if not mf.available:
+            return self.roll_next_file(mf.file_from_offset)
+        return mf.file_from_offset
+
+    def get_max_offset(self) -> int:
+        return self.mapped_file_queue.get_max_offset()
+
+    def roll_next_file(self, offset: int) -> int:
+        return offset + self.file_size - offset % self.file_size
+
+    def look_message_by_offset(self, offset: int):
+        """The ``MessageExt`` at ``offset``, or None when no record starts there."""
+        if offset < 0:
+            return None
+        mf = self.mapped_file_queue.find_mapped_file_by_offset(offset, offset == 0)
+        if mf is None or offset < mf.file_from_offset:
+            return None
+        return record.read_message(mf, offset - mf.file_from_offset)
+
+    def get_message_bytes(self, offset: int) -> Optional[bytes]:
+        """The raw bytes of the record at ``offset`` (RocketMQ's selectOneMessageByOffset)."""
+        mf = self.mapped_file_queue.find_mapped_file_by_offset(offset, offset == 0)
+        if mf is None or offset < mf.file_from_offset:
+            return None
+        return record.read_record_bytes(mf, offset - mf.file_from_offset)

@@ -1,0 +1,192 @@
+"""MappedFileQueue: an ordered run of fixed-size segments forming one logical file.
+
+Mirrors RocketMQ's ``MappedFileQueue``: files named by their 20-digit start offset,
+``get_last_mapped_file`` creating the next one when the last is full, lookups by offset,
+``flush`` one file per call, and truncation of dirty files after recovery. The list of
+segments is replaced, never mutated in place, so readers can use a snapshot of it without
+taking the lock.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Optional
+
+from pymq._core.mapped_file import MappedFile, offset_to_file_name
+from pymq.errors import CorruptStoreError
+
+from .allocate_service import AllocateMappedFileService
+
+
+class MappedFileQueue:
+    """The segments of one directory, all ``file_size`` bytes long."""
+
+    def __init__(self, store_path: str, file_size: int,
+                 allocate_service: Optional[AllocateMappedFileService] = None,
+                 read_only: bool = False) -> None:
+        self.store_path = store_path
+        self.file_size = file_size
+        self.allocate_service = allocate_service
+        self.read_only = read_only
+        self.mapped_files: list[MappedFile] = []
+        self.flushed_where = 0
+        self.store_timestamp = 0          # store time of the last thorough flush (checkpoint)
+        self._lock = threading.RLock()
+
+    # -- loading ---------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Map every segment of the directory, in name order, as fully written.
+
+        Recovery then sets the real positions. Raises ``SegmentSizeError`` when a
+        segment's length is not ``file_size`` and ``CorruptStoreError`` when the names
+        do not form a gap-free run.
+        """
+        if not os.path.isdir(self.store_path):
+            return
+        names = sorted(n for n in os.listdir(self.store_path) if n.isdigit())
+        files = []
+        try:
+            for name in names:
+                mf = MappedFile(os.path.join(self.store_path, name), self.file_size,
+                                writable=not self.read_only)
+                mf.set_positions(self.file_size)
+                if files and mf.file_from_offset != files[-1].file_from_offset + self.file_size:
+                    raise CorruptStoreError(
+                        f"{self.store_path}: segment {name} does not follow "
+                        f"{offset_to_file_name(files[-1].file_from_offset)}")
+                files.append(mf)
+        except BaseException:
+            for mf in files:
+                mf.close()
+            raise
+        self.mapped_files = files
+
+    # -- access ----------------------------------------------------------------------------
+
+    def get_first_mapped_file(self) -> Optional[MappedFile]:
+        files = self.mapped_files
+        return files[0] if files else None
+
+    def get_last_mapped_file(self, start_offset: int = 0, need_create: bool = False) -> Optional[MappedFile]:
+        """The last segment; with ``need_create``, a new one when there is none or it is full."""
+        files = self.mapped_files
+        last = files[-1] if files else None
+        if not need_create or (last is not None and not last.is_full()):
+            return last
+        if last is None:
+            create_offset = start_offset - start_offset % self.file_size
+        else:
+            create_offset = last.file_from_offset + self.file_size
+        return self.create_mapped_file(create_offset)
+
+    def create_mapped_file(self, offset: int) -> MappedFile:
+        """Create (or take from the allocator) the segment starting at ``offset``."""
+        if self.read_only:
+            raise CorruptStoreError("cannot create segments in a read-only store")
+        with self._lock:
+            files = self.mapped_files
+            if files and files[-1].file_from_offset >= offset:
+                for mf in files:
+                    if mf.file_from_offset == offset:
+                        return mf
+            os.makedirs(self.store_path, exist_ok=True)
+            path = os.path.join(self.store_path, offset_to_file_name(offset))
+            if self.allocate_service is not None:
+                mf = self.allocate_service.take(path, self.file_size)
+                nxt = os.path.join(self.store_path, offset_to_file_name(offset + self.file_size))
+                self.allocate_service.prepare(nxt, self.file_size)
+            else:
+                mf = MappedFile(path, self.file_size, create=True)
+            if not files:
+                mf.first_create_in_queue = True
+            self.mapped_files = files + [mf]
+            return mf
+
+    def find_mapped_file_by_offset(self, offset: int, return_first_on_not_found: bool = False) -> Optional[MappedFile]:
+        """The segment holding ``offset``; the first one (flag) or None when out of range."""
+        files = self.mapped_files
+        if not files:
+            return None
+        first, last = files[0], files[-1]
+        if offset < first.file_from_offset or offset >= last.file_from_offset + self.file_size:
+            return first if return_first_on_not_found else None
+        index = offset // self.file_size - first.file_from_offset // self.file_size
+        if 0 <= index < len(files):
+            mf = files[index]
+            if mf.file_from_offset <= offset < mf.file_from_offset + self.file_size:
+                return mf
+        for mf in files:
+            if mf.file_from_offset <= offset < mf.file_from_offset + self.file_size:
+                return mf
+        return first if return_first_on_not_found else None
+
+    def get_min_offset(self) -> int:
+        files = self.mapped_files
+        return files[0].file_from_offset if files else -1
+
+    def get_max_offset(self) -> int:
+        """End of the readable data: last file's start plus its read position."""
+        files = self.mapped_files
+        return files[-1].file_from_offset + files[-1].read_position if files else 0
+
+    def get_max_wrote_position(self) -> int:
+        return self.get_max_offset()
+
+    def how_much_fall_behind(self) -> int:
+        """Bytes written but not yet flushed."""
+        return max(0, self.get_max_offset() - self.flushed_where)
+
+    # -- flushing --------------------------------------------------------------------------
+
+    def flush(self, flush_least_pages: int) -> bool:
+        """Flush the segment holding ``flushed_where``; True if nothing moved (RocketMQ's
+        return value), so callers loop while it returns False."""
+        with self._lock:
+            mf = self.find_mapped_file_by_offset(self.flushed_where, self.flushed_where == 0)
+            if mf is None:
+                return True
+            ts = mf.store_timestamp
+            offset = mf.flush(flush_least_pages)
+            where = mf.file_from_offset + offset
+            unchanged = where == self.flushed_where
+            self.flushed_where = where
+            if flush_least_pages == 0 and ts:
+                self.store_timestamp = ts
+            return unchanged
+
+    # -- truncation and teardown -----------------------------------------------------------
+
+    def truncate_dirty_files(self, offset: int) -> None:
+        """Cut everything at and after ``offset``: the segment holding it gets its positions
+        set there; segments wholly after it are deleted."""
+        with self._lock:
+            keep = []
+            for mf in self.mapped_files:
+                tail = mf.file_from_offset + self.file_size
+                if tail > offset:
+                    if offset >= mf.file_from_offset:
+                        mf.set_positions(offset % self.file_size)
+                        keep.append(mf)
+                    else:
+                        mf.destroy()
+                else:
+                    keep.append(mf)
+            self.mapped_files = keep
+            self.flushed_where = min(self.flushed_where, offset)
+
+    def shutdown(self) -> None:
+        """Unmap every segment (files stay)."""
+        with self._lock:
+            for mf in self.mapped_files:
+                mf.close()
+            self.mapped_files = []
+
+    def destroy(self) -> None:
+        """Delete every segment."""
+        with self._lock:
+            for mf in self.mapped_files:
+                mf.destroy()
+            self.mapped_files = []
+            self.flushed_where = 0

@@ -1,0 +1,57 @@
+"""Build switches for pymq's compiled core; metadata lives in pyproject.toml.
+
+Environment switches:
+  PYMQ_DEBUG=1   annotate HTML, line tracing (CYTHON_TRACE_NOGIL) and the PYMQ_DEBUG C macro
+  PYMQ_NATIVE=1  compile for this CPU (-march=native); wheels never use it
+"""
+
+import os
+import sys
+
+from setuptools import Extension, setup
+
+DEBUG = os.environ.get("PYMQ_DEBUG") == "1"
+NATIVE = os.environ.get("PYMQ_NATIVE") == "1"
+
+CFLAGS = ["-O3", "-Wall", "-Wno-unused-function", "-Wno-unreachable-code"]
+if NATIVE:
+    CFLAGS.append("-march=native")
+MACROS = [("PYMQ_DEBUG", "1" if DEBUG else "0"), ("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")]
+if DEBUG:
+    MACROS += [("CYTHON_TRACE_NOGIL", "1")]
+
+CORE = "pymq/_core"
+
+
+def ext(name, extra_sources=()):
+    return Extension(
+        f"pymq._core.{name}",
+        [f"{CORE}/{name}.pyx", *extra_sources],
+        include_dirs=[f"{CORE}/src"],
+        define_macros=MACROS,
+        extra_compile_args=CFLAGS,
+        libraries=["z"],
+    )
+
+
+EXTENSIONS = [
+    ext("message"),
+    ext("record", [f"{CORE}/src/pymq_crc32.c"]),
+    ext("mapped_file"),
+    ext("appender"),
+]
+
+
+def cythonized():
+    from Cython.Build import cythonize
+
+    directives = {"language_level": "3", "embedsignature": True, "freethreading_compatible": False}
+    if DEBUG:
+        directives.update(linetrace=True, profile=True)
+    return cythonize(EXTENSIONS, compiler_directives=directives, annotate=DEBUG, nthreads=0)
+
+
+if __name__ == "__main__":
+    if sys.platform != "linux":
+        print("pymq's core targets Linux (mmap, posix_fallocate, madvise)", file=sys.stderr)
+    setup(ext_modules=cythonized())
