@@ -19,6 +19,8 @@ Readers see a record only once ``wrote_position`` moves past it.
 """
 
 cimport cython
+from cpython.object cimport PyObject
+from cpython.ref cimport Py_DECREF, Py_INCREF
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.pythread cimport (NOWAIT_LOCK, WAIT_LOCK, PyThread_acquire_lock, PyThread_allocate_lock,
@@ -33,7 +35,7 @@ from pymq._core.clayout cimport (
     TRANSACTION_TYPE_MASK,
 )
 from pymq._core.mapped_file cimport MappedFile
-from pymq._core.message cimport Message, PropsBuf, props_add_str, props_append, props_free, props_init
+from pymq._core.message cimport Message, PropsBuf, props_add_str, props_append, props_free, props_init, props_reserve
 from pymq._core.record cimport RecordFields, body_crc32, cal_msg_length, pack_host_cached, write_blank, write_record
 
 import datetime
@@ -419,31 +421,33 @@ cdef class CommitLogAppender:
 
     # -- preparing a record ----------------------------------------------------------------
 
-    cdef inline void _add_uniq(self, PropsBuf *props, PutMessageResult r) except *:
-        cdef char buf[9 + 44 + 12]
+    cdef inline int _add_uniq(self, PropsBuf *props, int64_t now, PutMessageResult r) except -1:
+        """Append ``UNIQ_KEY`` = prefix + hex(ms since the month began, counter)."""
         cdef unsigned char raw[6]
-        cdef int64_t now = now_ms()
         cdef uint32_t t
-        cdef Py_ssize_t n
+        cdef char *p
         if now >= self.next_month:
             self._set_month()
         t = <uint32_t>(now - self.month_start)
         self.uniq_counter += 1
         raw[0] = t >> 24; raw[1] = t >> 16; raw[2] = t >> 8; raw[3] = t
         raw[4] = self.uniq_counter >> 8; raw[5] = self.uniq_counter
-        memcpy(buf, b"UNIQ_KEY\x01", 9)
-        memcpy(buf + 9, self.uniq_prefix, self.uniq_prefix_len)
-        n = 9 + self.uniq_prefix_len
-        put_hex(buf + n, raw, 6)
-        n += 12
+        if props.length + 10 + self.uniq_prefix_len + 12 > props.capacity:
+            props_reserve(props, 10 + self.uniq_prefix_len + 12)
+        p = props.data + props.length
         if props.length > props.start:
-            props_append(props, b"\x02", 1)
-        props_append(props, buf, n)
+            p[0] = 2
+            p += 1
+        memcpy(p, b"UNIQ_KEY\x01", 9)
+        memcpy(p + 9, self.uniq_prefix, self.uniq_prefix_len)
+        put_hex(p + 9 + self.uniq_prefix_len, raw, 6)
+        props.length = (p + 9 + self.uniq_prefix_len + 12) - props.data
         if r is not None:
             r._uniq = self.uniq_prefix_str
             r._uniq_time = t
             r._uniq_counter = self.uniq_counter
             r._uniq_generated = True
+        return 0
 
     cdef object _check_props(self, PropsBuf *props):
         """The status for an oversized properties string, or None."""
@@ -508,6 +512,7 @@ cdef class CommitLogAppender:
         cdef int tx
         cdef str why
         cdef bint big
+        cdef int64_t now
 
         if not self._writeable or self.closed:
             return failed(SERVICE_NOT_AVAILABLE, "the store is not writeable")
@@ -517,11 +522,12 @@ cdef class CommitLogAppender:
         if msg.queue_id < 0:
             return failed(MESSAGE_ILLEGAL, "queue_id must be >= 0")
         r = PutMessageResult.__new__(PutMessageResult)
+        now = now_ms()
         props_init(&props)
         try:
             msg.write_properties(&props)
             if msg._properties is None or "UNIQ_KEY" not in msg._properties:
-                self._add_uniq(&props, r)
+                self._add_uniq(&props, now, r)
             else:
                 r._uniq = msg._properties["UNIQ_KEY"]
             st = self._check_props(&props)
@@ -549,7 +555,7 @@ cdef class CommitLogAppender:
             f.flag = msg.flag
             f.reconsume_times = 0
             f.prepared_transaction_offset = 0
-            f.born_timestamp = msg.born_timestamp if msg.born_timestamp else now_ms()
+            f.born_timestamp = msg.born_timestamp if msg.born_timestamp else now
             total = cal_msg_length(f.sys_flag, f.body_len, f.topic_len, f.props_len)
             why = self._check_sizes(f.body_len, total)
             if why is not None:
@@ -618,7 +624,8 @@ cdef class CommitLogAppender:
         cdef PutMessageResult r
         cdef MappedFile cur
         cdef bytes topic_b, body, bh
-        cdef list keep
+        cdef PyObject **refs = NULL
+        cdef Py_ssize_t nrefs = 0
         cdef int64_t qbase, store_ts, phys
         cdef int32_t sys_flag_hosts = 0
         cdef str why
@@ -648,14 +655,15 @@ cdef class CommitLogAppender:
             sys_flag_hosts |= STOREHOSTADDRESS_V6_FLAG
 
         r = PutMessageResult.__new__(PutMessageResult)
-        keep = [None] * (2 * n)
+        store_ts = now_ms()
         props_init(&props)
         try:
+            refs = <PyObject **>PyMem_Malloc(2 * n * sizeof(PyObject *))
             fs = <RecordFields *>PyMem_Malloc(n * sizeof(RecordFields))
             prop_start = <Py_ssize_t *>PyMem_Malloc((n + 1) * sizeof(Py_ssize_t))
             sizes = <Py_ssize_t *>PyMem_Malloc(n * sizeof(Py_ssize_t))
             offsets = <int64_t *>PyMem_Malloc(n * sizeof(int64_t))
-            if fs == NULL or prop_start == NULL or sizes == NULL or offsets == NULL:
+            if refs == NULL or fs == NULL or prop_start == NULL or sizes == NULL or offsets == NULL:
                 raise MemoryError()
             for i in range(n):
                 m = <Message>msgs[i]
@@ -663,13 +671,17 @@ cdef class CommitLogAppender:
                 props.start = props.length
                 m.write_properties(&props)
                 if m._properties is None or "UNIQ_KEY" not in m._properties:
-                    self._add_uniq(&props, None)
+                    self._add_uniq(&props, store_ts, None)
                 if props.length - prop_start[i] > MAX_PROPERTIES_LENGTH:
                     return failed(PROPERTIES_SIZE_EXCEEDED, f"properties of message {i} exceed 32767 bytes")
                 body = m._body
                 bh = self._born_host_of(m)
-                keep[2 * i] = body
-                keep[2 * i + 1] = bh
+                # hold the bytes we point into: another thread may rebind m.body meanwhile
+                Py_INCREF(body)
+                refs[nrefs] = <PyObject *>body
+                Py_INCREF(bh)
+                refs[nrefs + 1] = <PyObject *>bh
+                nrefs += 2
                 fs[i].sys_flag = sys_flag_hosts | (BORNHOST_V6_FLAG if PyBytes_GET_SIZE(bh) == 20 else 0)
                 fs[i].topic = PyBytes_AS_STRING(topic_b)
                 fs[i].topic_len = PyBytes_GET_SIZE(topic_b)
@@ -697,7 +709,6 @@ cdef class CommitLogAppender:
             if total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
                 return failed(MESSAGE_ILLEGAL, f"batch of {total} bytes cannot fit a commit-log segment")
             big = total >= NOGIL_BYTES
-            store_ts = now_ms()
             for i in range(n):
                 fs[i].props = props.data + prop_start[i]
                 if fs[i].born_timestamp == 0:
@@ -739,6 +750,9 @@ cdef class CommitLogAppender:
             r._offsets = offsets      # owned by the result from here on
             offsets = NULL
         finally:
+            for i in range(nrefs):
+                Py_DECREF(<object>refs[i])
+            PyMem_Free(refs)
             props_free(&props)
             PyMem_Free(fs)
             PyMem_Free(prop_start)

@@ -11,6 +11,7 @@ cdef struct PropsBuf:
 cdef void props_init(PropsBuf *b) noexcept nogil
 cdef void props_free(PropsBuf *b) noexcept nogil
 cdef int props_append(PropsBuf *b, const char *s, Py_ssize_t n) except -1
+cdef int props_reserve(PropsBuf *b, Py_ssize_t extra) except -1
 cdef int props_add_str(PropsBuf *b, str name, str value) except -1
 cdef bint props_has_name(PropsBuf *b, const char *name, Py_ssize_t n) noexcept
 

@@ -2,8 +2,9 @@
 
 RocketMQ pre-creates the next file (and the one after) on a background thread and, with
 ``warmMapedFileEnable``, touches every page so the first writes do not pay page faults.
-pymq does the same for one segment ahead: ``posix_fallocate`` then ``MADV_POPULATE_WRITE``
-(see ``MappedFile.warm``), off the put path.
+pymq does the same for one segment ahead: ``posix_fallocate`` then ``MADV_POPULATE_READ``
+(see ``MappedFile.warm``), off the put path. Unlike RocketMQ's zero-writing warm-up it
+dirties nothing, so no gigabyte of zeros is written back to disk.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import threading
 from pymq._core.mapped_file import MappedFile
 
 log = logging.getLogger("pymq")
+
+WARM_CHUNK = 64 * 1024 * 1024
 
 
 class AllocateMappedFileService:
@@ -69,6 +72,26 @@ class AllocateMappedFileService:
             log.warning("background allocation of %s failed (%s); retrying now", path, err)
         mf = MappedFile(path, file_size, create=True)
         return mf
+
+    def warm_async(self, mf: MappedFile) -> None:
+        """Fault in the pages of a segment already in use, in the background.
+
+        Safe while appends go on: populating only faults pages in, it writes nothing.
+        """
+        if not self.warm or not mf.writable or mf.is_full():
+            return
+
+        def run() -> None:
+            # in chunks from the write position on, so the pages just ahead come first
+            pos = mf.wrote_position
+            try:
+                while pos < mf.file_size and not mf.closed:
+                    mf.warm(pos, pos + WARM_CHUNK)
+                    pos += WARM_CHUNK
+            except Exception as e:  # a closed segment or an old kernel: warming is best effort
+                log.debug("warming %s skipped: %s", mf.file_name, e)
+
+        threading.Thread(target=run, name="pymq-WarmMappedFile", daemon=True).start()
 
     def shutdown(self) -> None:
         """Wait for allocations under way; delete prepared segments nobody took."""

@@ -6,15 +6,16 @@
  * Chi * (x^(128k+64) mod P) + Clo * (x^(128k) mod P): two 64x32-bit PCLMULQDQ products that
  * fit in 128 bits again and can be xored into a later chunk ("folding", as in Intel's
  * "Fast CRC Computation for Generic Polynomials Using PCLMULQDQ Instruction").
- *  - Large buffers: 4 x 128-bit accumulators (4 x 512-bit with VPCLMULQDQ/AVX-512), each
- *    folded forward by 4 chunks (4 x 128 bits) per step, then folded onto the last one.
+ *  - Large buffers: 4 x 128-bit accumulators, each folded forward by 4 chunks (4 x 128 bits)
+ *    per step, then folded onto the last one; with VPCLMULQDQ/AVX-512 the same with 4 x 512
+ *    bits (16 chunks per step), then 64-byte steps, then the 4 lanes onto the last one.
  *  - Short buffers (16..272 bytes), the hot case: the first 1..16 bytes form a "head" chunk
  *    (shifted to the top of a register) so the rest is whole chunks aligned to the end, and
  *    every chunk is folded straight onto the last one with its own distance constant.  The
  *    products are independent, so the latency is one multiply plus an xor chain.
- *  - The final 128-bit value X is reduced to X * x^32 mod P: its four 32-bit pieces are
- *    multiplied by x^128, x^96, x^64 (mod P) in parallel, giving a 64-bit Z, and a Barrett
- *    reduction (q = floor(Zhi * mu / x^32), crc = Zlo ^ (q * P mod x^32)) finishes it.
+ *  - The final 128-bit value X is reduced to X * x^32 mod P: one more fold of its high half
+ *    (by x^96) gives a 96-bit T, then Barrett reduction with mu = floor(x^96 / P):
+ *    q = floor(floor(T / x^32) * mu / x^64), crc = (T + q * P) mod x^32.  3 multiplies.
  * Registers hold reflected polynomials: bit i of a value "at anchor A" is the coefficient of
  * x^(A-i); a carry-less product of operands at anchors A and B is at anchor A + B.  See
  * ci/gen_crc32_constants.py for the constants and a Python model of this exact scheme.
@@ -106,11 +107,10 @@ static const uint64_t fold_k[17][2] __attribute__((aligned(16))) = {
     { 0x27d0443c00000000, 0xc4d49c3900000000 }, /* k = 15 */
     { 0x7cc8e1e700000000, 0x03f9f86300000000 }, /* k = 16 */
 };
-/* { F(128), F(64) } and { F(96), 0 }: 128 -> 64 bit reduction */
-static const uint64_t final_a[2] __attribute__((aligned(16))) = { 0x9ba54c6f00000000, 0xb8bc676500000000 };
-static const uint64_t final_b[2] __attribute__((aligned(16))) = { 0xccaa009e00000000, 0x0000000000000000 };
-/* { reflect33(floor(x^64 / P)), reflect33(P) }: Barrett reduction */
-static const uint64_t barrett[2] __attribute__((aligned(16))) = { 0x00000001f7011641, 0x00000001db710641 };
+/* { x^96 mod P (anchor 32), mu' = floor(x^96 / P) - x^64 - (x^0 term) (anchor 64) } */
+static const uint64_t reduce_k[2] __attribute__((aligned(16))) = { 0x00000000ccaa009e, 0xb4e5b025f7011640 };
+/* { P (anchor 32), 0 } */
+static const uint64_t poly_k[2] __attribute__((aligned(16))) = { 0x00000001db710641, 0x0000000000000000 };
 /* END generated */
 
 /* shift_tab + r (r = 1..16) is a PSHUFB mask moving bytes 0..r-1 to r bytes at the top, zeroing the rest */
@@ -121,6 +121,7 @@ static const unsigned char shift_tab[32] = {
 
 #define CLMUL_FN __attribute__((target("pclmul,sse4.1")))
 #define VCLMUL_FN __attribute__((target("pclmul,sse4.1,avx512f,vpclmulqdq")))
+
 
 CLMUL_FN static inline __m128i kload(const uint64_t k[2])
 {
@@ -141,23 +142,15 @@ CLMUL_FN static inline __m128i fold16(__m128i x, __m128i k)
 /* The CRC of the message whose remainder is the 128-bit chunk x (anchor 127). */
 CLMUL_FN static inline uint32_t reduce128(__m128i x)
 {
-    /* X * x^32 = d0 x^128 + d1 x^96 + d2 x^64 + d3 x^32 for the 32-bit pieces d0 (dword 0,
-     * highest degree) .. d3 of x.  Each product (d at anchor 31) * F(e) is at anchor 95,
-     * bits 32..94; d3 * x^32 is d3 at bits 32..63.  So t = Z == X * x^32 (mod P),
-     * deg Z < 64, at bits 32..95 (Zhi = bits 32..63, Zlo = bits 64..95), zero elsewhere. */
-    __m128i a = _mm_and_si128(x, _mm_set_epi32(0, -1, 0, -1));   /* d0, d2 */
-    __m128i b = _mm_srli_epi64(x, 32);                            /* d1 */
-    __m128i t = _mm_slli_si128(_mm_srli_si128(x, 12), 4);         /* d3 at bits 32..63 */
-    __m128i fa = kload(final_a), bar = kload(barrett);
-
-    t = _mm_xor_si128(t, _mm_clmulepi64_si128(a, fa, 0x00));
-    t = _mm_xor_si128(t, _mm_clmulepi64_si128(a, fa, 0x11));
-    t = _mm_xor_si128(t, _mm_clmulepi64_si128(b, kload(final_b), 0x00));
-    /* Barrett: Zhi (anchor 63) * mu (anchor 32) is at anchor 95, so q = floor(Zhi * mu / x^32)
-     * is its bits 32..63 (bits 0..31 are zero since deg(Zhi * mu) < 64).  q * P is then at
-     * anchor 95 too, and its x^31..x^0 part (bits 64..95) lines up with Zlo. */
-    __m128i q = _mm_clmulepi64_si128(t, bar, 0x00);
-    t = _mm_xor_si128(t, _mm_clmulepi64_si128(q, bar, 0x10));
+    const __m128i rk = kload(reduce_k);
+    /* T = Xhi * (x^96 mod P) + Xlo * x^32 == X * x^32 (mod P), deg T < 96, at anchor 95:
+     * Thi = floor(T / x^32) is bits 0..63 and Tlo = T mod x^32 is bits 64..95 */
+    __m128i t = _mm_xor_si128(_mm_clmulepi64_si128(x, rk, 0x00), _mm_srli_si128(x, 8));
+    /* Barrett quotient q = floor(Thi * mu / x^64) = Thi + floor(Thi * mu' / x^64); the
+     * product is at anchor 127, so its part from x^64 up is bits 0..63, aligned with Thi */
+    __m128i q = _mm_xor_si128(_mm_clmulepi64_si128(t, rk, 0x10), t);
+    /* crc = T mod P = Tlo + (q * P mod x^32); q * P is at anchor 95, x^31..x^0 in bits 64..95 */
+    t = _mm_xor_si128(t, _mm_clmulepi64_si128(q, kload(poly_k), 0x00));
     return ~(uint32_t)_mm_extract_epi32(t, 2);
 }
 
@@ -227,15 +220,15 @@ VCLMUL_FN static inline __m512i kload4(const uint64_t k[2])
     return _mm512_broadcast_i32x4(kload(k));
 }
 
-/* nb: a multiple of 256, at least 512 */
+/* nb: a multiple of 64, at least 256 */
 VCLMUL_FN static uint32_t vclmul_bulk(uint32_t crc, const unsigned char *p, size_t nb)
 {
-    const __m512i k16 = kload4(fold_k[16]);
+    const __m512i k16 = kload4(fold_k[16]), k4 = kload4(fold_k[4]);
     __m512i z0 = _mm512_xor_si512(_mm512_loadu_si512(p), _mm512_maskz_set1_epi32(1, (int)~crc));
     __m512i z1 = _mm512_loadu_si512(p + 64), z2 = _mm512_loadu_si512(p + 128);
     __m512i z3 = _mm512_loadu_si512(p + 192);
 
-    for (p += 256, nb -= 256; nb; p += 256, nb -= 256) {
+    for (p += 256, nb -= 256; nb >= 256; p += 256, nb -= 256) {
         z0 = fold64(z0, k16, _mm512_loadu_si512(p));
         z1 = fold64(z1, k16, _mm512_loadu_si512(p + 64));
         z2 = fold64(z2, k16, _mm512_loadu_si512(p + 128));
@@ -243,18 +236,23 @@ VCLMUL_FN static uint32_t vclmul_bulk(uint32_t crc, const unsigned char *p, size
     }
     z3 = fold64(z0, kload4(fold_k[12]), z3);
     z3 = fold64(z1, kload4(fold_k[8]), z3);
-    z3 = fold64(z2, kload4(fold_k[4]), z3);
-    __m128i x = _mm512_extracti32x4_epi32(z3, 3);
-    x = _mm_xor_si128(x, fold16(_mm512_castsi512_si128(z3), kload(fold_k[3])));
-    x = _mm_xor_si128(x, fold16(_mm512_extracti32x4_epi32(z3, 1), kload(fold_k[2])));
-    x = _mm_xor_si128(x, fold16(_mm512_extracti32x4_epi32(z3, 2), kload(fold_k[1])));
+    z3 = fold64(z2, k4, z3);
+    for (; nb; p += 64, nb -= 64)
+        z3 = fold64(z3, k4, _mm512_loadu_si512(p));
+    /* fold lanes 0..2 onto lane 3 */
+    __m128i x0 = _mm512_castsi512_si128(z3), x1 = _mm512_extracti32x4_epi32(z3, 1);
+    __m128i x2 = _mm512_extracti32x4_epi32(z3, 2), x = _mm512_extracti32x4_epi32(z3, 3);
+    _mm256_zeroupper();   /* GCC does not insert it with target attributes; SSE code follows */
+    x = _mm_xor_si128(x, fold16(x0, kload(fold_k[3])));
+    x = _mm_xor_si128(x, fold16(x1, kload(fold_k[2])));
+    x = _mm_xor_si128(x, fold16(x2, kload(fold_k[1])));
     return reduce128(x);
 }
 
 VCLMUL_FN static uint32_t crc_vpclmul(uint32_t crc, const unsigned char *p, size_t len)
 {
-    if (len >= 1024) {
-        size_t nb = (len - 16) & ~(size_t)255;   /* leaves 16..271 bytes */
+    if (len >= 272) {   /* shorter ones fit clmul_short */
+        size_t nb = (len - 16) & ~(size_t)63;   /* leaves 16..79 bytes */
         crc = vclmul_bulk(crc, p, nb);
         p += nb;
         len -= nb;
