@@ -109,7 +109,7 @@ class MessageStore:
             if self._running:
                 self.flush_service.shutdown()
             else:
-                self.commit_log.mapped_file_queue.flush(0)
+                self.commit_log.mapped_file_queue.flush_all()
             self.allocate_service.shutdown()
             self.commit_log.shutdown()
             if self._running and os.path.exists(self._abort_path):
@@ -167,10 +167,7 @@ class MessageStore:
 
     def flush(self) -> int:
         """Flush the whole commit log now; returns the flushed offset."""
-        mfq = self.commit_log.mapped_file_queue
-        while not mfq.flush(0):
-            pass
-        return mfq.flushed_where
+        return self.commit_log.mapped_file_queue.flush_all()
 
     # -- reading ---------------------------------------------------------------------------
 

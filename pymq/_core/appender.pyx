@@ -142,6 +142,8 @@ cdef class TopicQueues:
         PyMem_Free(self.offsets)
 
     cdef int64_t get(self, int qid):
+        if qid < 0:
+            return 0
         if qid < self.cap:
             return self.offsets[qid]
         if qid >= FAST_QUEUE_IDS:
@@ -151,6 +153,8 @@ cdef class TopicQueues:
     cdef int set(self, int qid, int64_t value) except -1:
         cdef Py_ssize_t newcap
         cdef int64_t *p
+        if qid < 0:
+            raise ValueError("queue ids are >= 0")
         if qid >= FAST_QUEUE_IDS:
             if self.big is None:
                 self.big = {}
@@ -500,8 +504,19 @@ cdef class CommitLogAppender:
             raise RuntimeError("the new segment has no room for the record")
         return self.cur
 
-    cpdef PutMessageResult put(self, Message msg):
+    def put(self, Message msg not None):
         """Append one message. Returns a result; raises only for wrong argument types."""
+        return self._put(msg)
+
+    def put_batch(self, list msgs not None):
+        """Append messages of one topic and queue as one block (RocketMQ's MessageExtBatch).
+
+        The whole batch lands in one segment with consecutive queue offsets, or nothing is
+        written. Delay levels and transaction types are refused, as in RocketMQ.
+        """
+        return self._put_batch(msgs)
+
+    cdef PutMessageResult _put(self, Message msg):
         cdef TopicQueues tq
         cdef PropsBuf props
         cdef RecordFields f
@@ -607,12 +622,7 @@ cdef class CommitLogAppender:
         r._host = self.store_host
         return r
 
-    cpdef PutMessageResult put_batch(self, list msgs):
-        """Append messages of one topic and queue as one block (RocketMQ's MessageExtBatch).
-
-        The whole batch lands in one segment with consecutive queue offsets, or nothing is
-        written. Delay levels and transaction types are refused, as in RocketMQ.
-        """
+    cdef PutMessageResult _put_batch(self, list msgs):
         cdef Py_ssize_t n = len(msgs), i, total = 0, client_size = 0, pos
         cdef Message m, first
         cdef TopicQueues tq
@@ -643,6 +653,8 @@ cdef class CommitLogAppender:
             m = <Message>msgs[i]
             if m._topic != first._topic or m.queue_id != first.queue_id:
                 return failed(MESSAGE_ILLEGAL, "a batch holds messages of one topic and queue")
+            if m.queue_id < 0:
+                return failed(MESSAGE_ILLEGAL, "queue_id must be >= 0")
             if m.delay_level > 0 or m.deliver_time_ms is not None:
                 return failed(MESSAGE_ILLEGAL, "batch messages cannot be delayed")
             if m.sys_flag & TRANSACTION_TYPE_MASK:

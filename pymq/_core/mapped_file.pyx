@@ -14,7 +14,7 @@ wrote position), and the reference counting of ``ReferenceResource`` is replaced
 release.
 """
 
-from libc.errno cimport EINTR, ENOSPC, EINVAL, errno
+from libc.errno cimport EFBIG, EINTR, ENOSPC, errno
 from libc.string cimport memcpy, strerror
 from posix.fcntl cimport O_CREAT, O_RDONLY, O_RDWR, open as c_open
 from posix.unistd cimport close as c_close
@@ -65,32 +65,35 @@ cdef class MappedFile:
         self.writable = writable
         name = os.path.basename(path)
         self.file_from_offset = int(name) if name.isdigit() else 0
-        cdef bytes bpath = os.fsencode(path)
         cdef int fd, rc, flags = O_RDWR if writable else O_RDONLY
         cdef struct_stat st
         cdef void *p
+        cdef bint fresh
         if file_size <= 0:
             raise ValueError("file_size must be positive")
-        if create:
-            if not writable:
-                raise ValueError("cannot create a read-only segment")
+        if create and not writable:
+            raise ValueError("cannot create a read-only segment")
+        # A new segment is allocated under a temporary name and renamed into place once
+        # it has its full size, so a crash never leaves a short segment behind.
+        fresh = create and not os.path.exists(path)
+        open_path = path + ".tmp" if fresh else path
+        cdef bytes bpath = os.fsencode(open_path)
+        if fresh:
             flags |= O_CREAT
         fd = c_open(bpath, flags, 0o644)
         if fd < 0:
-            raise OSError(errno, f"{strerror(errno).decode()}: {path}")
+            raise OSError(errno, f"{strerror(errno).decode()}: {open_path}")
         try:
             if fstat(fd, &st) != 0:
-                raise OSError(errno, f"{strerror(errno).decode()}: {path}")
-            if create and st.st_size != file_size:
-                if st.st_size > file_size:
-                    raise SegmentSizeError(f"{path}: {st.st_size} bytes, expected {file_size}")
+                raise OSError(errno, f"{strerror(errno).decode()}: {open_path}")
+            if fresh:
                 with nogil:
                     rc = posix_fallocate(fd, 0, file_size)
                     while rc == EINTR:
                         rc = posix_fallocate(fd, 0, file_size)
                 if rc != 0:
-                    if rc == ENOSPC:
-                        raise DiskFullError(rc, f"no space left to allocate {file_size} bytes for {path}")
+                    if rc == ENOSPC or rc == EFBIG:
+                        raise DiskFullError(rc, f"cannot allocate {file_size} bytes for {path}: {strerror(rc).decode()}")
                     raise OSError(rc, f"posix_fallocate failed for {path}: {strerror(rc).decode()}")
             elif st.st_size != file_size:
                 raise SegmentSizeError(f"{path}: {st.st_size} bytes, expected {file_size}")
@@ -99,10 +102,15 @@ cdef class MappedFile:
             if p == MAP_FAILED:
                 raise OSError(errno, f"mmap failed for {path}: {strerror(errno).decode()}")
             self.base = <char *>p
+            if fresh:
+                os.rename(open_path, path)
         except BaseException:
-            if create:
+            if self.base != NULL:
+                munmap(self.base, file_size)
+                self.base = NULL
+            if fresh:
                 try:
-                    os.unlink(path)
+                    os.unlink(open_path)
                 except OSError:
                     pass
             raise

@@ -181,7 +181,7 @@ cdef inline object _as_keys(object keys):
     if keys is None:
         return None
     if isinstance(keys, str):
-        out = (<str>keys).split()
+        out = [k for k in (<str>keys).split(" ") if k]   # RocketMQ's KEY_SEPARATOR only
     else:
         out = list(keys)
         for k in out:
@@ -351,7 +351,7 @@ cdef class MessageExt(Message):
         tags = props.get("TAGS")
         self._tags = tags or None
         keys = props.get("KEYS")
-        self._keys = keys.split() or None if keys else None
+        self._keys = [k for k in keys.split(" ") if k] or None if keys else None
         return 0
 
     @property

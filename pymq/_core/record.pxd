@@ -32,7 +32,12 @@ cdef Py_ssize_t cal_msg_length(int32_t sys_flag, Py_ssize_t body_len, Py_ssize_t
 cdef void write_record(char *dst, const RecordFields *f, Py_ssize_t total) noexcept nogil
 cdef void write_blank(char *dst, int32_t max_blank) noexcept nogil
 cdef int32_t body_crc32(const char *p, Py_ssize_t n) noexcept nogil
-cdef MessageExt decode_at(const char *buf, Py_ssize_t avail, bint check_crc)
+cdef class DecodeCache:
+    cdef bytes topic_raw
+    cdef str topic
+    cdef bytes host
+
+cdef MessageExt decode_at(const char *buf, Py_ssize_t avail, bint check_crc, DecodeCache cache=*)
 cdef Py_ssize_t record_size_at(const char *buf, Py_ssize_t avail) except -2
 cdef bytes pack_host_cached(object host)
 cdef Py_ssize_t check_record(const char *buf, Py_ssize_t avail, bint check_crc) noexcept nogil

@@ -34,8 +34,8 @@ reads, and raises ``CorruptRecordError`` instead of reading past it.
 """
 
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t
-from libc.string cimport memcpy
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from libc.string cimport memcmp, memcpy
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 
 from pymq._core.clayout cimport (
@@ -147,22 +147,27 @@ cdef dict _host_cache = {}
 
 
 def pack_host(str host) -> bytes:
-    """``"ip:port"`` or ``"[ipv6]:port"`` -> the on-disk 8- or 20-byte host field."""
+    """``"ip:port"`` or ``"[ipv6]:port"`` -> the on-disk 8- or 20-byte host field.
+
+    Raises ``ValueError`` for anything else."""
     host = host.strip()
-    if host.startswith("["):
-        addr, sep, port = host[1:].partition("]:")
-        if not sep:
-            raise ValueError(f"bad host {host!r}: expected [ipv6]:port")
-        raw = socket.inet_pton(socket.AF_INET6, addr)
-    else:
-        addr, sep, port = host.rpartition(":")
-        if not sep:
-            raise ValueError(f"bad host {host!r}: expected ip:port")
-        try:
-            raw = socket.inet_pton(socket.AF_INET, addr)
-        except OSError:
+    try:
+        if host.startswith("["):
+            addr, sep, port = host[1:].partition("]:")
+            if not sep:
+                raise ValueError("expected [ipv6]:port")
             raw = socket.inet_pton(socket.AF_INET6, addr)
-    p = int(port)
+        else:
+            addr, sep, port = host.rpartition(":")
+            if not sep:
+                raise ValueError("expected ip:port")
+            try:
+                raw = socket.inet_pton(socket.AF_INET, addr)
+            except OSError:
+                raw = socket.inet_pton(socket.AF_INET6, addr)
+        p = int(port)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"bad host {host!r}: {e}") from None
     if not 0 <= p <= 65535:
         raise ValueError(f"bad port in {host!r}")
     return raw + p.to_bytes(4, "big")
@@ -311,7 +316,29 @@ cdef Py_ssize_t record_size_at(const char *buf, Py_ssize_t avail) except -2:
     return total
 
 
-cdef MessageExt decode_at(const char *buf, Py_ssize_t avail, bint check_crc):
+cdef class DecodeCache:
+    """Objects shared by the messages of one read: the topic string and a host field, so
+    a page of messages from one queue does not allocate them once per message."""
+
+    def __init__(self, str topic=None):
+        if topic is not None:
+            self.topic = topic
+            self.topic_raw = topic.encode("utf-8")
+
+
+cdef inline object _shared_bytes(const char *p, Py_ssize_t n, DecodeCache cache):
+    cdef bytes h
+    if cache is not None:
+        h = cache.host
+        if h is not None and PyBytes_GET_SIZE(h) == n and memcmp(PyBytes_AS_STRING(h), p, n) == 0:
+            return h
+        h = PyBytes_FromStringAndSize(p, n)
+        cache.host = h
+        return h
+    return PyBytes_FromStringAndSize(p, n)
+
+
+cdef MessageExt decode_at(const char *buf, Py_ssize_t avail, bint check_crc, DecodeCache cache=None):
     """Decode the record at ``buf`` (``avail`` readable bytes). ``None`` at a blank."""
     cdef Py_ssize_t total = record_size_at(buf, avail)
     cdef Py_ssize_t pos, born_len, store_len, body_len, topic_len, props_len
@@ -349,10 +376,10 @@ cdef MessageExt decode_at(const char *buf, Py_ssize_t avail, bint check_crc):
     m.commitlog_offset = pymq_get_i64(buf + 28)
     m.sys_flag = sys_flag
     m.born_timestamp = pymq_get_i64(buf + 40)
-    m._born_host = PyBytes_FromStringAndSize(buf + 48, born_len)
+    m._born_host = _shared_bytes(buf + 48, born_len, cache)
     pos = 48 + born_len
     m.store_timestamp = pymq_get_i64(buf + pos)
-    m._store_host = PyBytes_FromStringAndSize(buf + pos + 8, store_len)
+    m._store_host = _shared_bytes(buf + pos + 8, store_len, cache)
     pos += 8 + store_len
     m.reconsume_times = pymq_get_i32(buf + pos)
     m.prepared_transaction_offset = pymq_get_i64(buf + pos + 4)
@@ -361,7 +388,11 @@ cdef MessageExt decode_at(const char *buf, Py_ssize_t avail, bint check_crc):
     if check_crc and body_len > 0 and body_crc32(buf + pos, body_len) != m.body_crc:
         raise CorruptRecordError(f"body CRC mismatch in the record at {m.commitlog_offset}")
     pos += body_len
-    m._topic = PyUnicode_DecodeUTF8(buf + pos + 1, topic_len, "replace")
+    if (cache is not None and cache.topic_raw is not None and PyBytes_GET_SIZE(cache.topic_raw) == topic_len
+            and memcmp(PyBytes_AS_STRING(cache.topic_raw), buf + pos + 1, topic_len) == 0):
+        m._topic = cache.topic
+    else:
+        m._topic = PyUnicode_DecodeUTF8(buf + pos + 1, topic_len, "replace")
     pos += 1 + topic_len
     m._props_raw = PyBytes_FromStringAndSize(buf + pos + 2, props_len)
     return m

@@ -42,9 +42,7 @@ class FlushRealTimeService(ServiceThread):
         self.mapped_file_queue.flush(pages)
 
     def on_shutdown(self) -> None:
-        for _ in range(10):
-            if self.mapped_file_queue.flush(0):
-                break
+        self.mapped_file_queue.flush_all()
 
 
 class GroupCommitRequest:
@@ -103,6 +101,4 @@ class GroupCommitService(ServiceThread):
 
     def on_shutdown(self) -> None:
         self.run_once()
-        for _ in range(10):
-            if self.mapped_file_queue.flush(0):
-                break
+        self.mapped_file_queue.flush_all()

@@ -45,7 +45,12 @@ class MappedFileQueue:
         """
         if not os.path.isdir(self.store_path):
             return
-        names = sorted(n for n in os.listdir(self.store_path) if n.isdigit())
+        listing = os.listdir(self.store_path)
+        if not self.read_only:
+            for n in listing:       # segments whose allocation a crash interrupted
+                if n.endswith(".tmp") and n[:-4].isdigit():
+                    os.remove(os.path.join(self.store_path, n))
+        names = sorted(n for n in listing if n.isdigit())
         files = []
         try:
             for name in names:
@@ -155,6 +160,15 @@ class MappedFileQueue:
             if flush_least_pages == 0 and ts:
                 self.store_timestamp = ts
             return unchanged
+
+    def flush_all(self) -> int:
+        """Flush every written byte (one segment per ``flush`` call); returns ``flushed_where``.
+
+        RocketMQ retries ``flush(0)`` ten times at shutdown, which with small segments can
+        leave data unflushed; this loops until nothing moves."""
+        while not self.flush(0):
+            pass
+        return self.flushed_where
 
     # -- truncation and teardown -----------------------------------------------------------
 
