@@ -39,6 +39,9 @@ EXTENSIONS = [
     ext("record", [f"{CORE}/src/pymq_crc32.c"]),
     ext("mapped_file"),
     ext("appender"),
+    ext("cq_unit"),
+    ext("dispatch"),
+    ext("reader"),
 ]
 
 

@@ -5,13 +5,12 @@ suite in the repository's ``bench/`` directory drives the same :class:`Workload`
 
 How a workload is timed
 -----------------------
-Each repeat starts from a fresh temporary directory. ``Workload.setup`` opens the store,
-database or queue there and writes a warm-up of ``--warmup`` messages; then
-``time.perf_counter_ns`` brackets one call of ``Workload.run(n)``, a plain Python loop that
-builds every message or record object inside the loop, as a user's code would; then
-``Workload.check`` verifies the writes and ``Workload.teardown`` closes everything (the
-final flush and shutdown are not timed) and deletes the directory. The best of ``--repeat``
-repeats is reported. The garbage collector stays enabled, as in user code.
+Each repeat starts from a fresh temporary directory: ``Workload.setup`` opens the store,
+database or queue there and writes ``--warmup`` messages; ``time.perf_counter_ns`` brackets
+one ``Workload.run(n)``, a plain loop that builds every message or record object inside
+the loop as a user's code would; ``Workload.check`` verifies the writes and
+``Workload.teardown`` closes (final flush, shutdown) and deletes everything, untimed. The
+best of ``--repeat`` repeats is reported. The garbage collector stays enabled.
 
 Workload groups; the ratio column is pymq's msgs/s divided by the row's msgs/s
 -----------------------------------------------------------------------------------
@@ -23,13 +22,10 @@ Workload groups; the ratio column is pymq's msgs/s divided by the row's msgs/s
     pymq ``store.put_messages([...])`` per batch of ``--batch`` messages; lmdb one write
     transaction per batch with ``cursor.putmulti(items, append=True)``.
 
-Durability settings
--------------------
-pymq runs a started store with the default ``StoreConfig`` (1 GiB commit-log segments,
-``ASYNC_FLUSH``: a put returns once the message is in the memory-mapped commit log).
-lmdb is opened with ``sync=False, metasync=False``, so a commit does not fsync either.
-queuelib never fsyncs. With ``--flush-disk-type SYNC_FLUSH`` lmdb is opened with
-``sync=True, metasync=True`` instead; queuelib has no such mode.
+Durability: pymq runs a started store with the default ``StoreConfig`` (1 GiB segments,
+``ASYNC_FLUSH``: a put returns once the message is in the mapped commit log); lmdb is
+opened with ``sync=False, metasync=False`` (no fsync per commit either); queuelib never
+fsyncs. ``--flush-disk-type SYNC_FLUSH`` opens lmdb with ``sync=True, metasync=True``.
 
 Adding a workload: subclass :class:`Workload` (``group``, ``implementation``,
 ``operation``, ``open``/``run``/``check``/``close``) and append it to :data:`WORKLOADS`.
@@ -50,7 +46,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, ClassVar, TextIO
 
 import pymq
@@ -65,7 +61,7 @@ _MiB = 1 << 20
 class BenchOptions:
     """Settings of one benchmark run; the defaults take about 30 s on a 2-core machine."""
 
-    messages: int = 500_000          # per repeat, single-message workloads
+    messages: int = 1_000_000        # per repeat, single-message workloads
     batch_messages: int = 2_000_000  # per repeat, batched workloads
     batch: int = 1000
     body_size: int = 100
@@ -192,13 +188,14 @@ class Workload(abc.ABC):
 class _PymqWorkload(Workload):
     implementation = "pymq"
     store: Any = None
-    last: Any = None
+    last: Any = None  # the PutMessageResult of the last put
+    written = 0
 
     def note(self) -> str:
         cfg = store_config(self.options)
         return (f"StoreConfig(commitlog_file_size={cfg.commitlog_file_size:,}, "
                 f"flush_disk_type={cfg.flush_disk_type}), other fields default; "
-                "store started, so dispatch runs alongside the puts")
+                "store started, so its background services run alongside the puts")
 
     def unavailable(self) -> str | None:
         if not hasattr(pymq, "MessageStore"):
@@ -206,9 +203,15 @@ class _PymqWorkload(Workload):
         return None
 
     def open(self, path: str) -> None:
-        self.last = None
+        self.last, self.written = None, 0
         self.store = pymq.MessageStore(os.path.join(path, "store"), store_config(self.options))
         self.store.start()
+
+    def check(self) -> None:
+        """The last put succeeded and its queue offsets end at the number of messages written."""
+        last = self.last
+        _expect(last is not None and last.is_ok() and last.queue_offset + last.msg_num == self.written,
+                f"wrote {self.written} messages, last put returned {last!r}")
 
     def close(self) -> None:
         store, self.store = self.store, None
@@ -228,9 +231,7 @@ class PymqPutMessage(_PymqWorkload):
         for _ in range(n):
             result = store.put_message(Message(topic=TOPIC, body=body))
         self.last = result
-
-    def check(self) -> None:
-        _expect(self.last is not None and self.last.is_ok(), f"last put_message: {self.last!r}")
+        self.written += n
 
 
 class PymqPutMessages(_PymqWorkload):
@@ -242,15 +243,11 @@ class PymqPutMessages(_PymqWorkload):
 
     def run(self, n: int) -> None:
         store, Message, body = self.store, pymq.Message, self.body
-        result = size = None
+        result = None
         for size in _batch_sizes(n, self.options.batch):
             result = store.put_messages([Message(topic=TOPIC, body=body) for _ in range(size)])
-        self.last = (result, size)
-
-    def check(self) -> None:
-        result, size = self.last
-        _expect(result is not None and result.is_ok() and result.msg_num == size,
-                f"last put_messages of {size}: {result!r}")
+        self.last = result
+        self.written += n
 
 
 class _LmdbWorkload(Workload):
@@ -453,9 +450,11 @@ def run_benchmarks(options: BenchOptions, progress: TextIO | None = None) -> Rep
 
 
 def _validate(options: BenchOptions) -> None:
-    """Reject a bad ``--dir`` or pymq config override before anything is timed."""
+    """Reject a bad ``--dir``, ``--json`` or pymq config override before anything is timed."""
     if options.directory is not None and not os.path.isdir(options.directory):
         raise FileNotFoundError(f"--dir {options.directory!r} is not a directory")
+    if options.json_path and not os.path.isdir(os.path.dirname(os.path.abspath(options.json_path))):
+        raise FileNotFoundError(f"--json {options.json_path!r}: no such directory")
     if hasattr(pymq, "StoreConfig"):
         store_config(options)
 
@@ -572,18 +571,20 @@ def write_json(report: Report, path: str) -> None:
 # -- entry points ------------------------------------------------------------------------
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
+def _int_at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse ``type`` accepting integers >= ``minimum``."""
+
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
+        return value
+
+    parse.__name__ = "int"  # argparse names the type in its "invalid int value" message
+    return parse
 
 
-def _non_negative_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
+_positive_int = _int_at_least(1)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -600,7 +601,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"message body size (default {d.body_size})")
     add("--repeat", type=_positive_int, default=d.repeat, metavar="N",
         help=f"repeats per workload; the best is reported (default {d.repeat})")
-    add("--warmup", type=_non_negative_int, default=d.warmup, metavar="N",
+    add("--warmup", type=_int_at_least(0), default=d.warmup, metavar="N",
         help=f"untimed messages written before each repeat (default {d.warmup:,})")
     add("--workload", dest="workloads", action="append", choices=groups(), default=None,
         help="run only this workload group (repeatable; default: all)")

@@ -90,6 +90,11 @@ class StoreConfig:
             raise PymqError("max_message_size must be >= 1")
         if self.sync_flush_timeout < 0 or self.flush_interval_commitlog < 1:
             raise PymqError("flush intervals and timeouts must be positive")
+        parse_delay_levels(self.message_delay_level)
+
+    def delay_levels_ms(self) -> list[int]:
+        """``message_delay_level`` parsed as RocketMQ does: level i+1 -> delay in ms."""
+        return parse_delay_levels(self.message_delay_level)
 
     @property
     def consume_queue_file_size(self) -> int:
@@ -99,3 +104,24 @@ class StoreConfig:
     @property
     def sync_flush(self) -> bool:
         return self.flush_disk_type == FlushDiskType.SYNC_FLUSH.value
+
+
+_UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def parse_delay_levels(spec: str) -> list[int]:
+    """``"1s 5s 10s 30s 1m ..."`` -> delays in ms, level 1 first (ScheduleMessageService:
+    split on single spaces; the last character is the unit s, m, h or d)."""
+    if not isinstance(spec, str):
+        raise PymqError("message_delay_level must be a str")
+    out = []
+    for item in spec.split(" "):
+        unit = _UNITS.get(item[-1:]) if item else None
+        try:
+            value = int(item[:-1]) if unit is not None else -1
+        except ValueError:
+            value = -1
+        if unit is None or value < 0:
+            raise PymqError(f"bad delay level {item!r} in message_delay_level {spec!r}")
+        out.append(value * unit)
+    return out

@@ -1,9 +1,11 @@
 """MessageStore: the facade that opens a store directory and wires its components.
 
-It mirrors RocketMQ's ``DefaultMessageStore`` surface (``put_message``,
-``look_message_by_offset``, ...) but holds no algorithms: appending lives in
-``CommitLog`` and its compiled appender, flushing in ``store.flush_service``, segment
-allocation in ``store.allocate_service``. This module decides what runs when.
+It mirrors RocketMQ's ``DefaultMessageStore`` surface (``put_message``, ``get_message``,
+``look_message_by_offset``, ...) but holds no algorithms: appending lives in ``CommitLog``
+and its compiled appender, pulls and per-queue queries in ``MessageReader``, dispatching
+in ``ReputMessageService``, flushing in ``flush_service``, consumer progress in
+``ConsumerOffsetManager``. This module decides what is built, in which order it is
+recovered, and what runs when.
 """
 
 from __future__ import annotations
@@ -11,28 +13,38 @@ from __future__ import annotations
 import os
 from typing import Optional
 
+from pymq._core.dispatch import CqRouter
 from pymq._core.message import Message
+from pymq._core.record import decode_message_id
 from pymq.config import StoreConfig
 from pymq.errors import StoreStateError
-from pymq.status import PutMessageStatus
+from pymq.results import GetMessageResult
+from pymq.status import BoundaryType, PutMessageStatus
 from pymq.store.allocate_service import AllocateMappedFileService
 from pymq.store.commit_log import CommitLog
-from pymq.store.flush_service import FlushRealTimeService, GroupCommitRequest, GroupCommitService
+from pymq.store.consume_queue_store import ConsumeQueueStore
+from pymq.store.consumer_offsets import ConsumerOffsetManager, ConsumerOffsetPersistService
+from pymq.store.flush_service import (FlushConsumeQueueService, FlushRealTimeService, GroupCommitRequest,
+                                      GroupCommitService)
+from pymq.store.long_polling import MessageArrivingNotifier
+from pymq.store.message_reader import MessageReader
+from pymq.store.reput_service import ReputMessageService
 from pymq.store.store_lock import StoreLock
 
 
 class MessageStore:
     """An embedded RocketMQ broker store in the directory ``path``.
 
-    Opening creates the directory layout if needed, or loads the existing segments and
-    finds the end of the log. ``start()`` launches the background services and makes the
-    store writeable; ``shutdown()`` flushes, stops them and removes the ``abort`` marker.
-    It is also a context manager that does both. One ``MessageStore`` is meant to be
-    shared by all threads of an application; a second writer on the same directory gets
-    :class:`pymq.StoreLockedError`.
+    Opening creates the directory layout if needed, or loads the existing files, finds the
+    end of the log, cuts consume-queue entries past it and dispatches whatever the queues
+    miss. ``start()`` launches the background services (dispatch, flush, offset
+    persistence) and makes the store writeable; ``shutdown()`` lets the dispatcher catch
+    up, flushes, stops them and removes the ``abort`` marker. It is also a context manager
+    that does both. One ``MessageStore`` is meant to be shared by all threads of an
+    application; a second writer on the same directory gets :class:`pymq.StoreLockedError`.
 
-    Layout (RocketMQ's): ``commitlog/``, ``consumequeue/``, ``index/``, ``config/``,
-    ``checkpoint``, ``abort``, ``lock``.
+    Layout (RocketMQ's): ``commitlog/``, ``consumequeue/{topic}/{queueId}/``, ``index/``,
+    ``config/``, ``checkpoint``, ``abort``, ``lock``.
     """
 
     def __init__(self, path: str | os.PathLike, config: Optional[StoreConfig] = None,
@@ -55,15 +67,32 @@ class MessageStore:
             self._lock.release()
             raise
 
+    # -- opening -----------------------------------------------------------------------------
+
     def _open(self) -> None:
         cfg = self.config
+        root = self.store_path
         self.last_exit_ok = not os.path.exists(self._abort_path)
         self.allocate_service = AllocateMappedFileService(warm=cfg.warm_mapped_file_enable)
-        self.commit_log = CommitLog(self.store_path, cfg, self.allocate_service)
+        self.commit_log = CommitLog(root, cfg, self.allocate_service)
         self.commit_log.appender.set_writeable(False)
+        self.consume_queues = ConsumeQueueStore(root, cfg, self.commit_log)
+        self.reader = MessageReader(self.commit_log, self.consume_queues, cfg)
+        self.consumer_offsets = ConsumerOffsetManager(root)
+
         self.commit_log.load()
-        self.commit_log.recover_normally(check_crc=cfg.check_crc_on_recover and not self.last_exit_ok)
-        self.commit_log.rebuild_queue_offsets()
+        self.consume_queues.load()
+        self._recover()
+        self.consumer_offsets.load()
+
+        self.notifier = MessageArrivingNotifier()
+        self.router = CqRouter(self.consume_queues.appender_for, cfg.delay_levels_ms())
+        self.reput_service = ReputMessageService(self.commit_log, self.router, self.notifier.notify)
+        self.reput_service.reput_from_offset = max(self.consume_queues.max_physic_offset(),
+                                                   self.commit_log.get_min_offset(), 0)
+        self.reput_service.do_reput()            # queues whole before the queue table is set
+        self._recover_topic_queue_table()
+
         mfq = self.commit_log.mapped_file_queue
         self._sync_flush = cfg.sync_flush
         if self._sync_flush:
@@ -76,12 +105,36 @@ class MessageStore:
             # compiled appender's method itself (it type-checks its argument), sparing a
             # Python frame per message.
             self.put_message = self.commit_log.appender.put
+        self.flush_cq_service = FlushConsumeQueueService(
+            self.consume_queues, cfg.flush_interval_consume_queue, cfg.flush_consume_queue_least_pages,
+            cfg.flush_consume_queue_thorough_interval)
+        self.offset_persist_service = ConsumerOffsetPersistService(
+            self.consumer_offsets, cfg.flush_consumer_offset_interval)
+
+    def _recover(self) -> None:
+        """Consume queues first, then the log; entries past the log's end are cut
+        (``DefaultMessageStore.recover`` with ``recoverNormally``)."""
+        max_phy_of_queues = self.consume_queues.recover()
+        cfg = self.config
+        process = self.commit_log.recover_normally(check_crc=cfg.check_crc_on_recover and not self.last_exit_ok)
+        if not self.commit_log.mapped_file_queue.mapped_files:
+            self.consume_queues.destroy_all()
+        elif max_phy_of_queues >= process:
+            self.consume_queues.truncate_dirty(process)
+
+    def _recover_topic_queue_table(self) -> None:
+        appender = self.commit_log.appender
+        appender.clear_queue_offsets()
+        min_phy = self.commit_log.get_min_offset()
+        for cq in self.consume_queues.queues():
+            appender.set_queue_offset(cq.topic, cq.queue_id, cq.get_max_offset_in_queue())
+            cq.correct_min_offset(min_phy)
 
     @property
     def _abort_path(self) -> str:
         return os.path.join(self.store_path, "abort")
 
-    # -- lifecycle -------------------------------------------------------------------------
+    # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> "MessageStore":
         """Start the background services and accept puts. Returns the store."""
@@ -89,7 +142,10 @@ class MessageStore:
             raise StoreStateError("the store was shut down; open a new MessageStore")
         if self._running:
             return self
+        self.reput_service.start()
         self.flush_service.start()
+        self.flush_cq_service.start()
+        self.offset_persist_service.start()
         with open(self._abort_path, "wb"):
             pass
         self._running = True
@@ -100,19 +156,29 @@ class MessageStore:
         return self
 
     def shutdown(self) -> None:
-        """Stop accepting puts, flush everything, stop the services and release the lock."""
+        """Stop accepting puts, dispatch and flush everything, stop the services and
+        release the lock. The ``abort`` marker is removed only when nothing was left
+        undispatched (RocketMQ's rule)."""
         if self._closed:
             return
         self._closed = True
         self.commit_log.appender.close()
         try:
+            self.reput_service.shutdown()
+            self.reput_service.do_reput()
+            self.notifier.notify_all()
             if self._running:
                 self.flush_service.shutdown()
+                self.flush_cq_service.shutdown()
+                self.offset_persist_service.shutdown()
             else:
                 self.commit_log.mapped_file_queue.flush_all()
+                self.consumer_offsets.persist()
             self.allocate_service.shutdown()
+            clean = self.reput_service.behind() == 0
+            self.consume_queues.shutdown()
             self.commit_log.shutdown()
-            if self._running and os.path.exists(self._abort_path):
+            if self._running and clean and os.path.exists(self._abort_path):
                 os.remove(self._abort_path)
         finally:
             self._running = False
@@ -130,7 +196,11 @@ class MessageStore:
     def running(self) -> bool:
         return self._running
 
-    # -- writing ---------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreStateError("the store is shut down")
+
+    # -- writing -----------------------------------------------------------------------------
 
     def put_message(self, msg: Message):
         """Append one message; returns a :class:`PutMessageResult`.
@@ -169,11 +239,70 @@ class MessageStore:
         """Flush the whole commit log now; returns the flushed offset."""
         return self.commit_log.mapped_file_queue.flush_all()
 
-    # -- reading ---------------------------------------------------------------------------
+    # -- reading by queue --------------------------------------------------------------------
+
+    def get_message(self, group: str, topic: str, queue_id: int, offset: int, max_msgs: int = 32,
+                    tags: Optional[str] = None) -> GetMessageResult:
+        """Pull up to ``max_msgs`` messages of (topic, queue_id) from queue offset ``offset``.
+
+        ``tags`` is a tag expression (``"TagA || TagB"``; None or ``"*"`` for all). The
+        result's status and ``next_begin_offset`` follow RocketMQ 4.9.4+; a page also
+        stops at 32 messages or 256 KiB (``max_transfer_*`` in the config). ``group`` names
+        the consumer group, as in RocketMQ; it does not change what is read.
+        """
+        self._check_open()
+        return self.reader.get_message(topic, queue_id, offset, max_msgs, tags)
+
+    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        """First queue offset still readable (0 for an unknown queue)."""
+        return self.reader.get_min_offset_in_queue(topic, queue_id)
+
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        """Queue offset the next message will get (0 for an unknown queue)."""
+        return self.reader.get_max_offset_in_queue(topic, queue_id)
+
+    def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, cq_offset: int) -> int:
+        """Commit-log offset of the message at queue offset ``cq_offset`` (0 if none)."""
+        return self.reader.get_commit_log_offset_in_queue(topic, queue_id, cq_offset)
+
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp_ms: int,
+                                    boundary: BoundaryType = BoundaryType.LOWER) -> int:
+        """Queue offset by store time (RocketMQ 5.x): LOWER, the first offset whose store
+        time is >= ``timestamp_ms`` (the max offset when all are older); UPPER, the last
+        offset whose store time is <= ``timestamp_ms``."""
+        return self.reader.get_offset_in_queue_by_time(topic, queue_id, timestamp_ms, boundary)
+
+    def get_message_store_timestamp(self, topic: str, queue_id: int, cq_offset: int) -> int:
+        """Store time of the message at ``cq_offset``, -1 if there is none."""
+        return self.reader.get_message_store_timestamp(topic, queue_id, cq_offset)
+
+    def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
+        """Store time of the queue's first readable message, -1 if there is none."""
+        return self.reader.get_earliest_message_time(topic, queue_id)
+
+    def wait_message(self, topic: str, queue_id: int, offset: int, timeout_s: float) -> bool:
+        """Long poll: True as soon as queue offset ``offset`` is readable (``offset`` <
+        the queue's max offset), False after ``timeout_s`` seconds. Woken by the
+        dispatcher, not by a timer."""
+        self._check_open()
+        cq = self.consume_queues.find_consume_queue(topic, queue_id)
+        return self.notifier.wait((topic, queue_id), lambda: offset < cq.get_max_offset_in_queue(), timeout_s)
+
+    def get_topics(self) -> dict:
+        """``{topic: [queue ids]}`` of every consume queue."""
+        return self.consume_queues.topics()
+
+    # -- reading by offset or id -------------------------------------------------------------
 
     def look_message_by_offset(self, commitlog_offset: int):
         """The message whose record starts at ``commitlog_offset``, or None."""
         return self.commit_log.look_message_by_offset(commitlog_offset)
+
+    def view_message_by_id(self, msg_id: str):
+        """The message with offset message id ``msg_id`` (store host + offset), or None
+        when no record starts at that offset. Raises ValueError for a malformed id."""
+        _host, offset = decode_message_id(msg_id)
+        return self.look_message_by_offset(offset)
 
     def get_max_phy_offset(self) -> int:
         """Offset just past the last record in the commit log."""
@@ -183,9 +312,24 @@ class MessageStore:
         """Offset of the first stored byte of the commit log (-1 when empty)."""
         return self.commit_log.get_min_offset()
 
+    def dispatch_behind_bytes(self) -> int:
+        """Bytes appended but not yet dispatched to the consume queues."""
+        return self.reput_service.behind()
+
     def get_queue_offset_table(self) -> dict:
         """``{(topic, queue_id): next queue offset}`` (RocketMQ's topicQueueTable)."""
         return self.commit_log.appender.queue_offset_table()
+
+    # -- consumer progress -------------------------------------------------------------------
+
+    def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        """Record that ``group`` consumed (topic, queue_id) up to ``offset`` (exclusive);
+        persisted to ``config/consumerOffset.json`` every 5 s and at shutdown."""
+        self.consumer_offsets.commit_offset(group, topic, queue_id, offset)
+
+    def query_offset(self, group: str, topic: str, queue_id: int) -> int:
+        """The offset ``group`` committed for (topic, queue_id), -1 when it never did."""
+        return self.consumer_offsets.query_offset(group, topic, queue_id)
 
     def __repr__(self) -> str:
         return f"MessageStore({self.store_path!r}, running={self._running})"

@@ -59,18 +59,18 @@ def test_bench_leaves_no_files_behind(bench_run):
     assert list(parent.iterdir()) == []
 
 
-def test_bench_reports_pymq_errors_without_traceback(tmp_path, capsys):
+def test_bench_reports_pymq_errors_without_traceback(tmp_path, capfd):
     code = cli.main(["bench", *TINY, "--commitlog-file-size", "100", "--dir", str(tmp_path)])
-    err = capsys.readouterr().err
+    err = capfd.readouterr().err
     assert code == 2
     assert err.startswith("pymq bench: error:") and "Traceback" not in err
     assert list(tmp_path.iterdir()) == []
 
 
-def test_bench_reports_missing_dir(tmp_path, capsys):
+def test_bench_reports_missing_dir(tmp_path, capfd):
     code = cli.main(["bench", *TINY, "--dir", str(tmp_path / "missing")])
     assert code == 2
-    assert "pymq bench: error:" in capsys.readouterr().err
+    assert "pymq bench: error:" in capfd.readouterr().err
 
 
 def test_python_dash_m_pymq_help():

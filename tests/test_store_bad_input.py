@@ -34,6 +34,15 @@ class Tracker:
         self.n = 0
         for _ in range(3):
             self.put_good()
+        self.settle()
+
+    def settle(self, timeout_s=5.0):
+        """Wait until the dispatcher has turned every record into consume-queue entries
+        (it creates consume-queue files in the background)."""
+        deadline = time.monotonic() + timeout_s
+        while self.store.dispatch_behind_bytes() and time.monotonic() < deadline:
+            time.sleep(0.002)
+        assert self.store.dispatch_behind_bytes() == 0
 
     def put_good(self, topic="Good"):
         body = f"good-{self.n}".encode()

@@ -17,3 +17,20 @@ cdef class MappedFile:
     cdef inline void unpin(self) noexcept
     cdef int _check_open(self) except -1
     cdef void _unmap(self) noexcept
+
+
+cdef inline MappedFile segment_for(list files, long long offset, long long file_size):
+    """The segment of ``files`` (ordered, gap-free, each ``file_size`` bytes) holding
+    ``offset``, or None. No Python call: list indexing only."""
+    cdef Py_ssize_t n = len(files), index
+    cdef MappedFile first
+    if n == 0 or offset < 0:
+        return None
+    first = <MappedFile>files[0]
+    index = <Py_ssize_t>(offset // file_size - first.file_from_offset // file_size)
+    if index < 0 or index >= n:
+        return None
+    first = <MappedFile>files[index]
+    if first.file_from_offset <= offset < first.file_from_offset + file_size:
+        return first
+    return None

@@ -71,16 +71,6 @@ class CommitLog:
         self.appender.set_current(mfq.get_last_mapped_file())
         return process
 
-    def rebuild_queue_offsets(self) -> None:
-        """Set the topic-queue table from the records in the log (interim: the consume
-        queues take this over)."""
-        table: dict = {}
-        for mf in self.mapped_file_queue.mapped_files:
-            record.collect_queue_offsets(mf, mf.read_position, table)
-        self.appender.clear_queue_offsets()
-        for (topic, qid), nxt in table.items():
-            self.appender.set_queue_offset(topic, qid, nxt)
-
     def _roll(self, next_offset: int) -> MappedFile:
         return self.mapped_file_queue.create_mapped_file(next_offset)
 

@@ -102,3 +102,29 @@ class GroupCommitService(ServiceThread):
     def on_shutdown(self) -> None:
         self.run_once()
         self.mapped_file_queue.flush_all()
+
+
+class FlushConsumeQueueService(ServiceThread):
+    """Flushes the consume queues every ``interval_ms`` (least ``least_pages`` dirty pages;
+    everything every ``thorough_interval_ms``), and everything at shutdown."""
+
+    name = "FlushConsumeQueueService"
+
+    def __init__(self, consume_queues, interval_ms: int, least_pages: int, thorough_interval_ms: int) -> None:
+        super().__init__(interval_ms / 1000.0)
+        self.consume_queues = consume_queues
+        self.least_pages = least_pages
+        self.thorough_interval_s = thorough_interval_ms / 1000.0
+        self._last_thorough = time.monotonic()
+
+    def run_once(self) -> None:
+        pages = self.least_pages
+        now = time.monotonic()
+        if now - self._last_thorough >= self.thorough_interval_s:
+            self._last_thorough = now
+            pages = 0
+        self.consume_queues.flush(pages)
+
+    def on_shutdown(self) -> None:
+        for cq in self.consume_queues.queues():
+            cq.mapped_file_queue.flush_all()

@@ -1,0 +1,24 @@
+from libc.stdint cimport int32_t, int64_t
+
+
+cdef struct DispatchRequest:
+    int64_t commitlog_offset
+    int64_t queue_offset
+    int64_t store_timestamp
+    int64_t tags_code
+    int64_t prepared_transaction_offset
+    int32_t msg_size
+    int32_t queue_id
+    int32_t sys_flag
+    int32_t topic_pos          # positions relative to the record's first byte
+    int32_t topic_len
+    int32_t props_pos
+    int32_t props_len
+    int32_t keys_pos           # -1 when the property is absent
+    int32_t keys_len
+    int32_t uniq_pos
+    int32_t uniq_len
+
+
+cdef Py_ssize_t parse_request(const char *rec, Py_ssize_t avail, int64_t phys, DispatchRequest *out,
+                              const int64_t *delay_ms, int max_delay_level) noexcept nogil

@@ -1,0 +1,502 @@
+"""ConfigManager: small JSON tables persisted under ``{root}/config/`` (RocketMQ's ``ConfigManager``).
+
+Mirrors ``org.apache.rocketmq.common.ConfigManager`` (4.9.7): a subclass names its file
+(``config_file_path``) and converts its table to and from text (``encode`` / ``decode``);
+the base class loads the file with a fall-back to ``{path}.bak`` and persists it. The
+text format is fastjson 1.x's, which RocketMQ uses for ``consumerOffset.json``,
+``delayOffset.json`` and friends: pretty-printed with tabs, and **integer map keys
+written unquoted** (``{"offsetTable":{1:1,2:1}}``), which standard JSON readers reject.
+:func:`dumps_fastjson` writes that format and :func:`loads_fastjson` reads it as well
+as standard JSON.
+
+How it differs from RocketMQ:
+
+* ``persist`` is atomic and durable. RocketMQ (``MixAll.string2File``) writes
+  ``file.tmp``, copies the old content to ``file.bak``, *deletes* the file and renames
+  the tmp file into place, without any fsync, and ``ConfigManager.persist`` logs and
+  swallows every error. Here the new text is written to ``{path}.tmp`` and fsynced;
+  the previous file becomes ``{path}.bak`` through a hard link (so ``{path}`` never
+  disappears; a rename where links are not supported); ``os.replace`` moves the tmp
+  file over ``{path}``; the directory is fsynced after each rename. Errors propagate.
+  A crash at any point leaves ``{path}`` or ``{path}.bak`` holding the old or the new
+  text.
+* A damaged ``{path}`` is never rotated into ``{path}.bak``, so one bad write cannot
+  destroy the last good copy.
+* ``load`` raises :class:`~pymq.errors.CorruptStoreError` when both files exist but
+  neither is readable, instead of returning ``false`` and carrying on with an empty
+  table.
+* Change tracking (``dirty``) lets a persist service skip writes when nothing changed.
+"""
+
+from __future__ import annotations
+
+import abc
+import errno
+import json
+import logging
+import math
+import os
+import re
+import threading
+from collections.abc import Mapping
+from json.decoder import scanstring as _scanstring
+from typing import Any, Optional
+
+from pymq.errors import CorruptStoreError
+
+from .service_thread import ServiceThread
+
+log = logging.getLogger("pymq")
+
+__all__ = [
+    "ConfigManager",
+    "ConfigPersistService",
+    "FastjsonDecodeError",
+    "dumps_fastjson",
+    "loads_fastjson",
+]
+
+
+# -- fastjson text ---------------------------------------------------------------------
+
+class FastjsonDecodeError(json.JSONDecodeError):
+    """Text that is neither JSON nor fastjson's dialect of it (a ``ValueError``)."""
+
+
+_MAX_DEPTH = 200
+_WS = re.compile(r"[ \t\n\r]*")
+_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?")
+_INT_KEY = re.compile(r"-?(?:0|[1-9][0-9]*)")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def loads_fastjson(text: str | bytes | bytearray) -> Any:
+    """Parse standard JSON or fastjson 1.x output into Python values.
+
+    Besides RFC 8259 JSON this accepts object keys that are bare integers, as fastjson
+    writes ``Map<Integer, …>`` (``{0:250,1:-3}``); such keys become ``int``, quoted keys
+    stay ``str``. Objects become ``dict`` (the last duplicate key wins), arrays ``list``,
+    numbers ``int`` or ``float``. Bytes are decoded as UTF-8 and a leading BOM is
+    skipped. Raises :class:`FastjsonDecodeError` (a ``ValueError``) on anything else,
+    including trailing commas and trailing data.
+    """
+    if isinstance(text, (bytes, bytearray)):
+        text = bytes(text).decode("utf-8")
+    if not isinstance(text, str):
+        raise TypeError(f"loads_fastjson() needs str or bytes, not {type(text).__name__}")
+    start = 1 if text.startswith("\ufeff") else 0
+    value, i = _parse_value(text, _WS.match(text, start).end(), 0)
+    i = _WS.match(text, i).end()
+    if i != len(text):
+        raise FastjsonDecodeError("Extra data", text, i)
+    return value
+
+
+def _parse_value(s: str, i: int, depth: int) -> tuple[Any, int]:
+    c = s[i:i + 1]
+    if c == '"':
+        return _scan_string(s, i)
+    if c == "{":
+        return _parse_object(s, i + 1, depth + 1)
+    if c == "[":
+        return _parse_array(s, i + 1, depth + 1)
+    if c == "t" and s.startswith("true", i):
+        return True, i + 4
+    if c == "f" and s.startswith("false", i):
+        return False, i + 5
+    if c == "n" and s.startswith("null", i):
+        return None, i + 4
+    m = _NUMBER.match(s, i)
+    if m is None:
+        raise FastjsonDecodeError("Expecting value", s, i)
+    if m.group(1) or m.group(2):
+        return float(m.group()), m.end()
+    return int(m.group()), m.end()
+
+
+def _scan_string(s: str, i: int) -> tuple[str, int]:
+    """Scan the string literal whose opening quote is at ``s[i]``."""
+    try:
+        return _scanstring(s, i + 1, False)
+    except json.JSONDecodeError as e:
+        raise FastjsonDecodeError(e.msg, s, e.pos) from None
+
+
+def _check_depth(s: str, i: int, depth: int) -> None:
+    if depth > _MAX_DEPTH:
+        raise FastjsonDecodeError(f"Nesting deeper than {_MAX_DEPTH} levels", s, i)
+
+
+def _parse_object(s: str, i: int, depth: int) -> tuple[dict, int]:
+    _check_depth(s, i, depth)
+    obj: dict[Any, Any] = {}
+    i = _WS.match(s, i).end()
+    if s[i:i + 1] == "}":
+        return obj, i + 1
+    while True:
+        key: Any
+        if s[i:i + 1] == '"':
+            key, i = _scan_string(s, i)
+        else:
+            m = _INT_KEY.match(s, i)
+            if m is None:
+                raise FastjsonDecodeError("Expecting property name (string or integer)", s, i)
+            key, i = int(m.group()), m.end()
+        i = _WS.match(s, i).end()
+        if s[i:i + 1] != ":":
+            raise FastjsonDecodeError("Expecting ':' delimiter", s, i)
+        i = _WS.match(s, i + 1).end()
+        obj[key], i = _parse_value(s, i, depth)
+        i = _WS.match(s, i).end()
+        c = s[i:i + 1]
+        if c == "}":
+            return obj, i + 1
+        if c != ",":
+            raise FastjsonDecodeError("Expecting ',' delimiter", s, i)
+        i = _WS.match(s, i + 1).end()
+
+
+def _parse_array(s: str, i: int, depth: int) -> tuple[list, int]:
+    _check_depth(s, i, depth)
+    arr: list[Any] = []
+    i = _WS.match(s, i).end()
+    if s[i:i + 1] == "]":
+        return arr, i + 1
+    while True:
+        value, i = _parse_value(s, i, depth)
+        arr.append(value)
+        i = _WS.match(s, i).end()
+        c = s[i:i + 1]
+        if c == "]":
+            return arr, i + 1
+        if c != ",":
+            raise FastjsonDecodeError("Expecting ',' delimiter", s, i)
+        i = _WS.match(s, i + 1).end()
+
+
+def dumps_fastjson(obj: Any, pretty: bool = True) -> str:
+    """Serialize ``obj`` the way fastjson 1.x ``JSON.toJSONString(obj, pretty)`` does.
+
+    ``int`` keys are written unquoted and ``str`` keys quoted; other key types raise
+    ``TypeError``. With ``pretty`` (RocketMQ's ``encode(true)``) every string-keyed entry
+    starts a new line indented with tabs, integer-keyed entries stay on the line of the
+    opening brace, and the closing brace of a non-empty object goes on its own line, as in
+    real RocketMQ files::
+
+        {
+        \t"offsetTable":{
+        \t\t"TopicTest@group":{0:6,1:3
+        \t\t}
+        \t}
+        }
+
+    Values may be mappings, lists/tuples, ``str``, ``int``, finite ``float``, ``bool``
+    and ``None``. Non-ASCII text is written as UTF-8, not escaped.
+    """
+    out: list[str] = []
+    _write(obj, out, 0, pretty)
+    return "".join(out)
+
+
+def _encode_str(s: str) -> str:
+    text = json.dumps(s, ensure_ascii=False)
+    if _SURROGATE.search(text):            # lone surrogates cannot be written as UTF-8
+        text = _SURROGATE.sub(lambda m: "\\u%04x" % ord(m.group()), text)
+    return text
+
+
+def _write(obj: Any, out: list[str], indent: int, pretty: bool) -> None:
+    if obj is None:
+        out.append("null")
+    elif obj is True:
+        out.append("true")
+    elif obj is False:
+        out.append("false")
+    elif isinstance(obj, int):
+        out.append(int.__repr__(obj))
+    elif isinstance(obj, float):
+        if not math.isfinite(obj):
+            raise ValueError(f"cannot write {obj!r} as JSON")
+        out.append(float.__repr__(obj))
+    elif isinstance(obj, str):
+        out.append(_encode_str(obj))
+    elif isinstance(obj, Mapping):
+        if not obj:
+            out.append("{}")
+            return
+        out.append("{")
+        first = True
+        for key, value in obj.items():
+            if not first:
+                out.append(",")
+            first = False
+            if isinstance(key, bool) or not isinstance(key, (int, str)):
+                raise TypeError(f"map keys must be int or str, not {type(key).__name__}")
+            if isinstance(key, int):
+                out.append(int.__repr__(key))
+            else:
+                if pretty:
+                    out.append("\n" + "\t" * (indent + 1))
+                out.append(_encode_str(key))
+            out.append(":")
+            _write(value, out, indent + 1, pretty)
+        if pretty:
+            out.append("\n" + "\t" * indent)
+        out.append("}")
+    elif isinstance(obj, (list, tuple)):
+        if not obj:
+            out.append("[]")
+            return
+        out.append("[")
+        for n, value in enumerate(obj):
+            if n:
+                out.append(",")
+            if pretty:
+                out.append("\n" + "\t" * (indent + 1))
+            _write(value, out, indent + 1, pretty)
+        if pretty:
+            out.append("\n" + "\t" * indent)
+        out.append("]")
+    else:
+        raise TypeError(f"cannot write {type(obj).__name__} as JSON")
+
+
+# -- file helpers ----------------------------------------------------------------------
+
+_MISSING = "missing"
+
+
+def _stat_key(st: os.stat_result) -> tuple[int, int, int, int]:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _write_durably(path: str, data: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _fsync_dir(directory: str) -> None:
+    """Make renames in ``directory`` durable (a no-op where directories cannot be opened)."""
+    if os.name == "nt":
+        return
+    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    except OSError as e:       # some file systems cannot fsync a directory
+        if e.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EBADF):
+            raise
+    finally:
+        os.close(fd)
+
+
+def _remove_if_exists(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+# -- ConfigManager ---------------------------------------------------------------------
+
+class ConfigManager(abc.ABC):
+    """A table kept in memory and persisted as one fastjson file.
+
+    Subclasses implement :meth:`config_file_path`, :meth:`encode` and :meth:`decode`,
+    guard their table with ``self._lock`` (a re-entrant lock) and call
+    :meth:`_mark_changed` under it whenever the table changes.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()          # guards the subclass's table and counters
+        self._persist_lock = threading.Lock()   # one persist at a time
+        self._changes = 0                       # bumped by every change of the table
+        self._persisted_changes = 0             # value of _changes that the file holds
+        # (dev, ino, size, mtime) of {path} when it last held text we read or wrote
+        self._good_stat: Optional[tuple[int, int, int, int]] = None
+
+    # -- what a subclass provides ------------------------------------------------------
+
+    @abc.abstractmethod
+    def config_file_path(self) -> str:
+        """Absolute path of the file (``configFilePath()``)."""
+
+    @abc.abstractmethod
+    def encode(self, pretty: bool = True) -> str:
+        """The table as fastjson text; ``pretty`` as RocketMQ's ``encode(prettyFormat)``."""
+
+    @abc.abstractmethod
+    def decode(self, text: str) -> None:
+        """Replace the table with the one in ``text``.
+
+        Must raise ``ValueError`` (e.g. :class:`FastjsonDecodeError`) when the text does not
+        hold a valid table, and must leave the table unchanged in that case.
+        """
+
+    def validate(self, text: str) -> None:
+        """Raise ``ValueError`` unless ``text`` holds a table :meth:`decode` would accept.
+
+        Used by :meth:`persist` to decide whether the current file may become the ``.bak``
+        copy. The default only requires a fastjson object; subclasses with a stricter
+        :meth:`decode` should override it without touching the table.
+        """
+        if not isinstance(loads_fastjson(text), dict):
+            raise ValueError("top level is not an object")
+
+    # -- change tracking ---------------------------------------------------------------
+
+    def _mark_changed(self) -> None:
+        """Record a change of the table; call with ``self._lock`` held."""
+        self._changes += 1
+
+    @property
+    def dirty(self) -> bool:
+        """True when the table has changed since it was last loaded or persisted."""
+        with self._lock:
+            return self._changes != self._persisted_changes
+
+    # -- load --------------------------------------------------------------------------
+
+    def load(self) -> bool:
+        """Load ``{path}``, or ``{path}.bak`` when ``{path}`` is missing, empty or unreadable.
+
+        Returns True (the return value is kept for RocketMQ's signature). When neither file
+        exists the table keeps its current (initially empty) content. Raises
+        :class:`~pymq.errors.CorruptStoreError` when a file exists but neither one can be
+        read; other ``OSError``\\ s (permissions, I/O errors) propagate. After a fall-back to
+        ``.bak`` the table is marked dirty, so the next persist repairs ``{path}``.
+        """
+        with self._persist_lock:
+            return self._load()
+
+    def _load(self) -> bool:
+        path = self.config_file_path()
+        bak = path + ".bak"
+        main_problem, st = self._try_load(path)
+        if main_problem is None:
+            with self._lock:
+                self._persisted_changes = self._changes
+            self._good_stat = st
+            return True
+        bak_problem, _ = self._try_load(bak)
+        if bak_problem is None:
+            if main_problem is not _MISSING:
+                log.warning("%s is %s; loaded %s instead", path, main_problem, bak)
+            with self._lock:
+                self._mark_changed()
+            self._good_stat = None
+            return True
+        if main_problem is _MISSING and bak_problem is _MISSING:
+            self._good_stat = None        # a new store: nothing to load
+            return True
+        raise CorruptStoreError(
+            f"cannot load {type(self).__name__}: {path} is {main_problem} and {bak} is "
+            f"{bak_problem}; restore one of them, or delete both to start with an empty table")
+
+    def _try_load(self, path: str) -> tuple[Optional[str], Optional[tuple[int, int, int, int]]]:
+        """Decode ``path``; return (None, stat) on success or (what is wrong, None)."""
+        try:
+            with open(path, "rb") as f:
+                st = os.fstat(f.fileno())
+                raw = f.read()
+        except FileNotFoundError:
+            return _MISSING, None
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            return f"not UTF-8 ({e})", None
+        if not text.strip():
+            return "empty", None
+        try:
+            self.decode(text)
+        except ValueError as e:
+            return f"unreadable ({e})", None
+        return None, _stat_key(st)
+
+    # -- persist -----------------------------------------------------------------------
+
+    def persist(self) -> None:
+        """Write the table to ``{path}`` atomically and durably, keeping the old file as ``.bak``.
+
+        Steps: write and fsync ``{path}.tmp``; if ``{path}`` holds good text, make it
+        ``{path}.bak`` (hard link + rename, or a plain rename where links are not
+        supported) and fsync the directory; ``os.replace`` ``{path}.tmp`` over ``{path}``
+        and fsync the directory. Errors propagate; the files then still hold the old or
+        the new text.
+        """
+        path = self.config_file_path()
+        directory = os.path.dirname(path) or "."
+        tmp, bak = path + ".tmp", path + ".bak"
+        with self._persist_lock:
+            with self._lock:
+                data = self.encode().encode("utf-8")
+                changes = self._changes
+            os.makedirs(directory, exist_ok=True)
+            self._good_stat, good = None, self._good_stat
+            _write_durably(tmp, data)
+            if self._main_is_good(path, good):
+                self._rotate_to_bak(path, bak)
+                _fsync_dir(directory)
+            os.replace(tmp, path)
+            _fsync_dir(directory)
+            self._good_stat = _stat_key(os.stat(path))
+            with self._lock:
+                if changes > self._persisted_changes:
+                    self._persisted_changes = changes
+
+    def _main_is_good(self, path: str, good: Optional[tuple[int, int, int, int]]) -> bool:
+        """Whether ``path`` holds readable text (known from our last load/persist, or parsed now)."""
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            return False
+        if good is not None and _stat_key(st) == good:
+            return True
+        try:
+            with open(path, "rb") as f:
+                text = f.read().decode("utf-8")
+            if text.strip():
+                self.validate(text)
+                return True
+        except (OSError, ValueError):
+            pass
+        log.warning("%s is damaged; writing over it and keeping the older .bak", path)
+        return False
+
+    @staticmethod
+    def _rotate_to_bak(path: str, bak: str) -> None:
+        """Make the current ``path`` the ``bak`` file without ``path`` ever going missing."""
+        link = bak + ".tmp"
+        _remove_if_exists(link)
+        try:
+            os.link(path, link)
+        except OSError:                 # no hard links here: rename; load() covers the gap
+            os.replace(path, bak)
+            return
+        os.replace(link, bak)
+
+
+class ConfigPersistService(ServiceThread):
+    """Persists a :class:`ConfigManager` every ``interval_ms`` when it is dirty, and at shutdown.
+
+    RocketMQ schedules ``persist()`` at a fixed rate whether or not anything changed; this
+    skips unchanged tables. A failed persist is logged and kept in ``last_error`` and is
+    retried on the next pass, since the table stays dirty.
+    """
+
+    name = "ConfigPersistService"
+
+    def __init__(self, manager: ConfigManager, interval_ms: int) -> None:
+        if interval_ms <= 0:
+            raise ValueError(f"interval_ms must be positive, not {interval_ms}")
+        super().__init__(interval_ms / 1000.0)
+        self.manager = manager
+
+    def run_once(self) -> None:
+        if self.manager.dirty:
+            self.manager.persist()
+
+    def on_shutdown(self) -> None:
+        if self.manager.dirty:
+            self.manager.persist()

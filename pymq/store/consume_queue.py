@@ -1,0 +1,259 @@
+"""ConsumeQueue: the 20-byte-entry index of one (topic, queue_id) (RocketMQ's ``ConsumeQueue``).
+
+Files live in ``consumequeue/{topic}/{queueId}/``, named by the byte offset of their first
+entry, ``consume_queue_entries`` entries each. Entry ``i`` of the queue is at byte
+``i * 20``. The common append runs in C (``pymq._core.cq_unit.CqAppender``); this class
+holds the rest: loading and recovery, the rarer append cases, bounds, truncation and the
+search by time.
+
+Differences from RocketMQ: no ConsumeQueueExt and no LMQ multi-dispatch; the time search
+picks the file by the store times of its first and last entries (RocketMQ 5.x) and bisects
+for the boundary (see ``cq_unit``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+import threading
+from typing import Optional
+
+from pymq._core.cq_unit import CqAppender, read_unit, search_by_time, unit_store_timestamp
+from pymq.status import BoundaryType
+
+from .mapped_file_queue import MappedFileQueue
+
+log = logging.getLogger("pymq")
+
+CQ_STORE_UNIT_SIZE = 20
+_UNIT = struct.Struct(">qiq")
+_BLANK_UNIT = _UNIT.pack(0, 0x7FFFFFFF, 0)
+
+
+class ConsumeQueue:
+    """The consume queue of one topic and queue id."""
+
+    def __init__(self, topic: str, queue_id: int, root: str, entries_per_file: int,
+                 commit_log, read_only: bool = False) -> None:
+        self.topic = topic
+        self.queue_id = queue_id
+        self.file_size = entries_per_file * CQ_STORE_UNIT_SIZE
+        self.commit_log = commit_log
+        self.store_path = os.path.join(root, "consumequeue", topic, str(queue_id))
+        self.mapped_file_queue = MappedFileQueue(self.store_path, self.file_size, read_only=read_only)
+        self.min_logic_offset = 0
+        self.appender = CqAppender(self, self.file_size)
+        self._lock = threading.RLock()
+
+    # -- load and recovery -------------------------------------------------------------------
+
+    def load(self) -> None:
+        self.mapped_file_queue.load()
+
+    def recover(self) -> None:
+        """Find the last whole entry (``ConsumeQueue.recover``): from the third-last file,
+        read entries while their offset >= 0 and size > 0; cut everything after."""
+        mfq = self.mapped_file_queue
+        files = mfq.mapped_files
+        if not files:
+            self.appender.set_state(None, -1)
+            return
+        index = max(0, len(files) - 3)
+        process = files[index].file_from_offset
+        max_phy = -1
+        while index < len(files):
+            mf = files[index]
+            pos = 0
+            complete = True
+            while pos + CQ_STORE_UNIT_SIZE <= self.file_size:
+                unit = read_unit(mf, pos)
+                if unit is None or unit[0] < 0 or unit[1] <= 0:
+                    complete = False
+                    break
+                if unit[1] != 0x7FFFFFFF:
+                    max_phy = unit[0] + unit[1]
+                pos += CQ_STORE_UNIT_SIZE
+            process = mf.file_from_offset + pos
+            if not complete:
+                break
+            index += 1
+        mfq.flushed_where = process
+        mfq.truncate_dirty_files(process)
+        self.appender.set_state(mfq.get_last_mapped_file(), max_phy)
+
+    def truncate_dirty_logic_files(self, phy_offset: int) -> None:
+        """Drop entries pointing at or past ``phy_offset`` (``truncateDirtyLogicFiles``)."""
+        with self._lock:
+            mfq = self.mapped_file_queue
+            max_phy = -1
+            while mfq.mapped_files:
+                mf = mfq.mapped_files[-1]
+                first = read_unit(mf, 0)
+                if first is not None and first[0] >= phy_offset and first[1] != 0x7FFFFFFF:
+                    mf.destroy()
+                    mfq.mapped_files = mfq.mapped_files[:-1]
+                    continue
+                pos = 0
+                while pos + CQ_STORE_UNIT_SIZE <= mf.wrote_position:
+                    unit = read_unit(mf, pos)
+                    if unit[1] == 0x7FFFFFFF:           # pre-filled blank
+                        pos += CQ_STORE_UNIT_SIZE
+                        continue
+                    if unit[0] < 0 or unit[1] <= 0 or unit[0] >= phy_offset:
+                        break
+                    max_phy = unit[0] + unit[1]
+                    pos += CQ_STORE_UNIT_SIZE
+                mf.set_positions(pos)
+                break
+            mfq.flushed_where = min(mfq.flushed_where, mfq.get_max_offset())
+            self.appender.set_state(mfq.get_last_mapped_file(), max_phy)
+
+    # -- appending ---------------------------------------------------------------------------
+
+    def put_message_position_info(self, offset: int, size: int, tags_code: int, cq_offset: int) -> bool:
+        """Append the entry of the record at ``offset`` as queue index ``cq_offset``."""
+        return self.appender.put(offset, size, tags_code, cq_offset)
+
+    def _put_slow(self, offset: int, size: int, tags_code: int, cq_offset: int) -> bool:
+        """The append cases the C fast path leaves: a new or full file, a queue that starts
+        past 0 (blank pre-fill), a duplicate or a gap."""
+        with self._lock:
+            expect = cq_offset * CQ_STORE_UNIT_SIZE
+            mfq = self.mapped_file_queue
+            mf = mfq.get_last_mapped_file(expect, need_create=True)
+            if mf is None:
+                return False
+            if mf.first_create_in_queue and cq_offset != 0 and mf.wrote_position == 0:
+                self.min_logic_offset = expect
+                mfq.flushed_where = expect
+                blanks = (expect % self.file_size) // CQ_STORE_UNIT_SIZE
+                if blanks:
+                    mf.append_message(_BLANK_UNIT * blanks)
+            if cq_offset != 0:
+                current = mf.file_from_offset + mf.wrote_position
+                if expect < current:
+                    return True          # already there
+                if expect != current:
+                    log.warning("[BUG] consume queue %s-%d: entry %d appended at %d, expected %d",
+                                self.topic, self.queue_id, cq_offset, current // 20, cq_offset)
+            if not mf.append_message(_UNIT.pack(offset, size, tags_code)):
+                return False
+            self.appender.note_put(mf, offset + size)
+            return True
+
+    # -- bounds and reading ------------------------------------------------------------------
+
+    def get_max_offset_in_queue(self) -> int:
+        """Next index to be written (pre-filled blanks included)."""
+        return self.mapped_file_queue.get_max_offset() // CQ_STORE_UNIT_SIZE
+
+    def get_min_offset_in_queue(self) -> int:
+        return self.min_logic_offset // CQ_STORE_UNIT_SIZE
+
+    @property
+    def max_physic_offset(self) -> int:
+        return self.appender.max_physic_offset
+
+    def get_unit(self, index: int):
+        """``(commitlog offset, size, tagsCode)`` of entry ``index``, or None."""
+        pos = index * CQ_STORE_UNIT_SIZE
+        if index < 0 or pos < self.min_logic_offset:
+            return None
+        mf = self.mapped_file_queue.find_mapped_file_by_offset(pos)
+        if mf is None:
+            return None
+        return read_unit(mf, pos - mf.file_from_offset)
+
+    def get_index_file(self, index: int):
+        """The file holding entry ``index`` and the entry's byte position in it, or None
+        (``getIndexBuffer``: the caller reads only up to that file's end)."""
+        pos = index * CQ_STORE_UNIT_SIZE
+        if index < 0 or pos < self.min_logic_offset:
+            return None
+        mf = self.mapped_file_queue.find_mapped_file_by_offset(pos)
+        if mf is None or pos - mf.file_from_offset >= mf.read_position:
+            return None
+        return mf, pos - mf.file_from_offset
+
+    def roll_next_file(self, index: int) -> int:
+        per_file = self.file_size // CQ_STORE_UNIT_SIZE
+        return index + per_file - index % per_file
+
+    def get_last_offset(self) -> int:
+        """End (offset + size) of the last entry, -1 when empty."""
+        mf = self.mapped_file_queue.get_last_mapped_file()
+        if mf is None or mf.wrote_position < CQ_STORE_UNIT_SIZE:
+            return -1
+        unit = read_unit(mf, mf.wrote_position - CQ_STORE_UNIT_SIZE)
+        return unit[0] + unit[1]
+
+    def correct_min_offset(self, phy_min_offset: int) -> None:
+        """Move the min past entries whose records the commit log no longer has."""
+        mf = self.mapped_file_queue.get_first_mapped_file()
+        if mf is None:
+            return
+        pos = max(0, self.min_logic_offset - mf.file_from_offset)
+        while pos + CQ_STORE_UNIT_SIZE <= mf.wrote_position:
+            unit = read_unit(mf, pos)
+            if unit[1] != 0x7FFFFFFF and unit[0] >= phy_min_offset:
+                self.min_logic_offset = mf.file_from_offset + pos
+                return
+            pos += CQ_STORE_UNIT_SIZE
+
+    # -- time --------------------------------------------------------------------------------
+
+    def _store_time(self, mf, pos: int) -> int:
+        cl = self.commit_log
+        return unit_store_timestamp(mf, pos, cl.mapped_file_queue.mapped_files, cl.file_size)
+
+    def get_offset_in_queue_by_time(self, timestamp: int, boundary: BoundaryType = BoundaryType.LOWER) -> int:
+        """RocketMQ 5.x ``getOffsetInQueueByTime``: LOWER, the first index whose store time
+        is >= ``timestamp`` (the max offset when every message is older); UPPER, the last
+        index whose store time is <= ``timestamp`` (0 when every message is newer)."""
+        upper = boundary is BoundaryType.UPPER
+        files = [mf for mf in self.mapped_file_queue.mapped_files if mf.wrote_position >= CQ_STORE_UNIT_SIZE]
+        if not files:
+            return 0
+        chosen = None
+        if upper:
+            for mf in reversed(files):
+                if self._store_time(mf, self._first_pos(mf)) <= timestamp:
+                    chosen = mf
+                    break
+            if chosen is None:
+                return 0
+        else:
+            for mf in files[:-1]:
+                if self._store_time(mf, mf.wrote_position - CQ_STORE_UNIT_SIZE) >= timestamp:
+                    chosen = mf
+                    break
+            if chosen is None:
+                chosen = files[-1]
+        cl = self.commit_log
+        result = search_by_time(chosen, self._first_pos(chosen), timestamp, upper,
+                                cl.mapped_file_queue.mapped_files, cl.file_size)
+        return max(result, 0)
+
+    def _first_pos(self, mf) -> int:
+        """Byte position of the first live, non-blank entry of ``mf``."""
+        pos = max(0, self.min_logic_offset - mf.file_from_offset)
+        while pos + CQ_STORE_UNIT_SIZE <= mf.wrote_position:
+            unit = read_unit(mf, pos)
+            if unit[1] != 0x7FFFFFFF:
+                return pos
+            pos += CQ_STORE_UNIT_SIZE
+        return pos
+
+    # -- flushing and teardown ---------------------------------------------------------------
+
+    def flush(self, least_pages: int) -> bool:
+        return self.mapped_file_queue.flush(least_pages)
+
+    def shutdown(self) -> None:
+        self.mapped_file_queue.shutdown()
+
+    def destroy(self) -> None:
+        self.mapped_file_queue.destroy()
+        self.min_logic_offset = 0
+        self.appender.set_state(None, -1)

@@ -1,0 +1,95 @@
+"""The table of consume queues: ``consumequeue/{topic}/{queueId}`` (RocketMQ's
+``consumeQueueTable`` with ``findConsumeQueue`` / ``loadConsumeQueue``)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Iterator, Optional
+
+from pymq.config import StoreConfig
+
+from .consume_queue import ConsumeQueue
+
+
+class ConsumeQueueStore:
+    """Finds, creates, loads, recovers and flushes the consume queues of a store."""
+
+    def __init__(self, root: str, config: StoreConfig, commit_log, read_only: bool = False) -> None:
+        self.root = root
+        self.config = config
+        self.commit_log = commit_log
+        self.read_only = read_only
+        self._queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self._lock = threading.Lock()
+
+    def find_consume_queue(self, topic: str, queue_id: int, create: bool = True) -> Optional[ConsumeQueue]:
+        """The queue of (topic, queue_id); as in RocketMQ, created (empty, in memory) when
+        missing unless ``create`` is False."""
+        key = (topic, queue_id)
+        cq = self._queues.get(key)
+        if cq is not None or not create:
+            return cq
+        with self._lock:
+            cq = self._queues.get(key)
+            if cq is None:
+                cq = ConsumeQueue(topic, queue_id, self.root, self.config.consume_queue_entries,
+                                  self.commit_log, read_only=self.read_only)
+                self._queues[key] = cq
+            return cq
+
+    def appender_for(self, topic: str, queue_id: int):
+        """The C appender of a queue (the dispatcher's ``resolve`` callback)."""
+        return self.find_consume_queue(topic, queue_id).appender
+
+    def load(self) -> None:
+        """Load ``consumequeue/<topic>/<int queueId>/``; other names are ignored."""
+        base = os.path.join(self.root, "consumequeue")
+        if not os.path.isdir(base):
+            return
+        for topic in sorted(os.listdir(base)):
+            tdir = os.path.join(base, topic)
+            if not os.path.isdir(tdir):
+                continue
+            for qname in sorted(os.listdir(tdir)):
+                if not qname.isdigit() or not os.path.isdir(os.path.join(tdir, qname)):
+                    continue
+                cq = self.find_consume_queue(topic, int(qname))
+                cq.load()
+
+    def recover(self) -> int:
+        """Recover every queue; return the largest physical end any of them points at."""
+        max_phy = -1
+        for cq in self.queues():
+            cq.recover()
+            max_phy = max(max_phy, cq.max_physic_offset)
+        return max_phy
+
+    def truncate_dirty(self, phy_offset: int) -> None:
+        for cq in self.queues():
+            if cq.max_physic_offset > phy_offset or cq.get_last_offset() > phy_offset:
+                cq.truncate_dirty_logic_files(phy_offset)
+
+    def destroy_all(self) -> None:
+        for cq in self.queues():
+            cq.destroy()
+
+    def queues(self) -> list[ConsumeQueue]:
+        return list(self._queues.values())
+
+    def topics(self) -> dict[str, list[int]]:
+        out: dict[str, list[int]] = {}
+        for (topic, qid) in sorted(self._queues):
+            out.setdefault(topic, []).append(qid)
+        return out
+
+    def max_physic_offset(self) -> int:
+        return max((cq.max_physic_offset for cq in self.queues()), default=-1)
+
+    def flush(self, least_pages: int) -> None:
+        for cq in self.queues():
+            cq.flush(least_pages)
+
+    def shutdown(self) -> None:
+        for cq in self.queues():
+            cq.shutdown()
