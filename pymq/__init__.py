@@ -22,17 +22,21 @@ from pymq.errors import (
     StoreLockedError,
     StoreStateError,
 )
+from pymq.consumer import Consumer
 from pymq.message_store import MessageStore
+from pymq.results import GetMessageResult
 from pymq.status import AppendMessageStatus, BoundaryType, FlushDiskType, GetMessageStatus, PutMessageStatus
 
 __all__ = [
     "__version__",
     "AppendMessageStatus",
     "BoundaryType",
+    "Consumer",
     "CorruptRecordError",
     "CorruptStoreError",
     "DiskFullError",
     "FlushDiskType",
+    "GetMessageResult",
     "GetMessageStatus",
     "Message",
     "MessageExt",

@@ -105,6 +105,9 @@ class MessageStore:
             # compiled appender's method itself (it type-checks its argument), sparing a
             # Python frame per message.
             self.put_message = self.commit_log.appender.put
+        # Reads likewise: one compiled call per pull or lookup (same signatures).
+        self.get_message = self.reader.get_message
+        self.get_offset_in_queue_by_time = self.reader.get_offset_in_queue_by_time
         self.flush_cq_service = FlushConsumeQueueService(
             self.consume_queues, cfg.flush_interval_consume_queue, cfg.flush_consume_queue_least_pages,
             cfg.flush_consume_queue_thorough_interval)
@@ -163,6 +166,7 @@ class MessageStore:
             return
         self._closed = True
         self.commit_log.appender.close()
+        self.reader.close()
         try:
             self.reput_service.shutdown()
             self.reput_service.do_reput()
@@ -287,6 +291,21 @@ class MessageStore:
         self._check_open()
         cq = self.consume_queues.find_consume_queue(topic, queue_id)
         return self.notifier.wait((topic, queue_id), lambda: offset < cq.get_max_offset_in_queue(), timeout_s)
+
+    def wait_messages(self, topic: str, offsets: dict, timeout_s: float) -> bool:
+        """Long poll over several queues of ``topic``: True as soon as any queue id in
+        ``offsets`` has a message at or after its offset (``{queue_id: offset}``), False
+        after ``timeout_s`` seconds. New queues of the topic also end the wait."""
+        self._check_open()
+        find = self.consume_queues.find_consume_queue
+        known = set(self.consume_queues.topics().get(topic, ()))
+
+        def ready() -> bool:
+            if set(self.consume_queues.topics().get(topic, ())) - known - set(offsets):
+                return True
+            return any(off < find(topic, q).get_max_offset_in_queue() for q, off in offsets.items())
+
+        return self.notifier.wait((topic, None), ready, timeout_s)
 
     def get_topics(self) -> dict:
         """``{topic: [queue ids]}`` of every consume queue."""

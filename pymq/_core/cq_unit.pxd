@@ -6,6 +6,8 @@ from pymq._core.mapped_file cimport MappedFile
 cdef class CqAppender:
     cdef MappedFile cur
     cdef object queue
+    cdef public object mapped_file_queue
+    cdef public long long min_logic_offset
     cdef readonly long long max_physic_offset
     cdef readonly long long last_store_timestamp
     cdef Py_ssize_t file_size
@@ -15,3 +17,7 @@ cdef class CqAppender:
 
 
 cdef int64_t pickup_store_timestamp(list files, long long file_size, int64_t offset, int32_t size) noexcept
+
+cdef long long queue_max_offset(CqAppender app)
+cdef long long lookup_by_time(CqAppender app, long long timestamp, bint upper, list commitlog_files,
+                              long long commitlog_file_size) except? -2

@@ -63,11 +63,13 @@ cdef class CqAppender:
     goes to the Python queue's ``_put_slow``.
     """
 
-    def __init__(self, queue, Py_ssize_t file_size):
+    def __init__(self, queue, Py_ssize_t file_size, mapped_file_queue=None):
         self.queue = queue
         self.file_size = file_size
         self.max_physic_offset = -1
         self.cur = None
+        self.mapped_file_queue = mapped_file_queue
+        self.min_logic_offset = 0
 
     def set_state(self, MappedFile cur, long long max_physic_offset):
         self.cur = cur
@@ -125,12 +127,9 @@ cdef inline int64_t _time_at(const char *base, Py_ssize_t pos, list files, long 
     return pickup_store_timestamp(files, fs, pymq_get_i64(base + pos), pymq_get_i32(base + pos + 8))
 
 
-def search_by_time(MappedFile cq, Py_ssize_t low, long long timestamp, bint upper,
-                   list commitlog_files, long long commitlog_file_size):
-    """Queue index for ``timestamp`` within one consume-queue file (see the module doc).
-
-    ``low`` is the byte position of the first live entry in the file (the queue's min
-    offset may fall inside its first file). Returns -1 when the file has no entries.
+cdef long long _search(MappedFile cq, Py_ssize_t low, long long timestamp, bint upper,
+                       list files, long long fs) except? -2:
+    """Queue index for ``timestamp`` within one consume-queue file; -1 when it is empty.
 
     For non-decreasing timestamps, RocketMQ's answer (an exact hit widened over its run of
     equal times; else the right neighbour for LOWER, the left for UPPER) is the first entry
@@ -148,10 +147,10 @@ def search_by_time(MappedFile cq, Py_ssize_t low, long long timestamp, bint uppe
         low = 0
     if high < low:
         return -1
-    t = _time_at(base, high, commitlog_files, commitlog_file_size)
+    t = _time_at(base, high, files, fs)
     if t < timestamp:
         return (file_from + high) // CQ_STORE_UNIT_SIZE + (0 if upper else 1)
-    t = _time_at(base, low, commitlog_files, commitlog_file_size)
+    t = _time_at(base, low, files, fs)
     if t > timestamp:
         return 0 if upper else file_from // CQ_STORE_UNIT_SIZE
     # invariant, in entries: time(lo-1) < ts (LOWER) or <= ts (UPPER); time(hi) beyond
@@ -159,9 +158,78 @@ def search_by_time(MappedFile cq, Py_ssize_t low, long long timestamp, bint uppe
     hi = high // CQ_STORE_UNIT_SIZE + 1
     while lo < hi:
         mid = (lo + hi) // 2
-        t = _time_at(base, mid * CQ_STORE_UNIT_SIZE, commitlog_files, commitlog_file_size)
+        t = _time_at(base, mid * CQ_STORE_UNIT_SIZE, files, fs)
         if t < timestamp or (upper and t == timestamp):
             lo = mid + 1
         else:
             hi = mid
     return file_from // CQ_STORE_UNIT_SIZE + (lo - 1 if upper else lo)
+
+
+def search_by_time(MappedFile cq, Py_ssize_t low, long long timestamp, bint upper,
+                   list commitlog_files, long long commitlog_file_size):
+    """Queue index for ``timestamp`` within one consume-queue file (-1 when empty)."""
+    return _search(cq, low, timestamp, upper, commitlog_files, commitlog_file_size)
+
+
+cdef Py_ssize_t _first_live(MappedFile mf, long long min_logic_offset) noexcept:
+    """Byte position of the first entry of ``mf`` at or past the queue's min that is not
+    a pre-filled blank (size Integer.MAX_VALUE)."""
+    cdef Py_ssize_t pos = <Py_ssize_t>max(0, min_logic_offset - mf.file_from_offset)
+    while pos + CQ_STORE_UNIT_SIZE <= mf.wrote and pymq_get_i32(mf.base + pos + 8) == 0x7FFFFFFF:
+        pos += CQ_STORE_UNIT_SIZE
+    return pos
+
+
+cdef long long queue_max_offset(CqAppender app):
+    """``getMaxOffsetInQueue``: the next index to be written."""
+    cdef list files = app.mapped_file_queue.mapped_files
+    cdef MappedFile last
+    if not files:
+        return 0
+    last = <MappedFile>files[len(files) - 1]
+    return (last.file_from_offset + last.wrote) // CQ_STORE_UNIT_SIZE
+
+
+cdef long long lookup_by_time(CqAppender app, long long timestamp, bint upper, list commitlog_files,
+                              long long commitlog_file_size) except? -2:
+    """RocketMQ 5.x ``getOffsetInQueueByTime``: pick the file by the store times of its
+    first and last entries (LOWER: the first file, but the last, whose last entry is at or
+    after ``ts``, else the last file; UPPER: the newest file whose first entry is at or
+    before ``ts``, else 0), then search it."""
+    cdef list files = app.mapped_file_queue.mapped_files
+    cdef Py_ssize_t i, n = len(files), first
+    cdef MappedFile mf, chosen = None
+    cdef long long result
+    # only files holding entries
+    while n > 0 and (<MappedFile>files[n - 1]).wrote < CQ_STORE_UNIT_SIZE:
+        n -= 1
+    if n == 0:
+        return 0
+    if upper:
+        for i in range(n - 1, -1, -1):
+            mf = <MappedFile>files[i]
+            first = _first_live(mf, app.min_logic_offset)
+            if first + CQ_STORE_UNIT_SIZE <= mf.wrote and _time_at(mf.base, first, commitlog_files, commitlog_file_size) <= timestamp:
+                chosen = mf
+                break
+        if chosen is None:
+            return 0
+    else:
+        for i in range(n - 1):
+            mf = <MappedFile>files[i]
+            if _time_at(mf.base, (mf.wrote // CQ_STORE_UNIT_SIZE - 1) * CQ_STORE_UNIT_SIZE,
+                        commitlog_files, commitlog_file_size) >= timestamp:
+                chosen = mf
+                break
+        if chosen is None:
+            chosen = <MappedFile>files[n - 1]
+    result = _search(chosen, _first_live(chosen, app.min_logic_offset), timestamp, upper,
+                     commitlog_files, commitlog_file_size)
+    return result if result > 0 else 0
+
+
+def offset_by_time(CqAppender app, long long timestamp, bint upper, list commitlog_files,
+                   long long commitlog_file_size):
+    """Python entry to ``lookup_by_time``."""
+    return lookup_by_time(app, timestamp, upper, commitlog_files, commitlog_file_size)

@@ -11,22 +11,45 @@ RocketMQ leaves to the client: a record whose real TAGS differ from the subscrip
 Batch full (``isTheBatchFull``), never before the first message: ``max_msgs`` reached;
 or, for records still in memory, 256 KiB or 32 messages; for records older than
 ``access_message_in_memory_max_ratio`` of RAM behind the log's end, 64 KiB or 8 messages.
+
+The status and next-offset rules of a pull (4.9.4+)::
+
+    max == 0           NO_MESSAGE_IN_QUEUE      next 0
+    offset < min       OFFSET_TOO_SMALL         next min
+    offset == max      OFFSET_OVERFLOW_ONE      next offset
+    offset > max       OFFSET_OVERFLOW_BADLY    next max
+    no entry there     OFFSET_FOUND_NULL        next = first index of the next CQ file
+    otherwise          FOUND / NO_MATCHED_MESSAGE / MESSAGE_WAS_REMOVING,
+                       next = offset + entries scanned
+
+``QueueReader`` does all of it in one C call, so a pull of 32 messages costs one Python
+frame, not a dozen.
 """
 
+cimport cython
 from libc.stdint cimport int32_t, int64_t
 from libc.string cimport memcmp
 
 from pymq._core.clayout cimport (BORNHOST_V6_FLAG, CQ_STORE_UNIT_SIZE, IPV4_HOST_LENGTH, IPV6_HOST_LENGTH,
                                  STOREHOSTADDRESS_V6_FLAG)
 from pymq._core.hton cimport pymq_get_i16, pymq_get_i32, pymq_get_i64
+from pymq._core.cq_unit cimport CqAppender, lookup_by_time, queue_max_offset
 from pymq._core.mapped_file cimport MappedFile, segment_for
 from pymq._core.message cimport MessageExt
 from pymq._core.record cimport DecodeCache, check_record, decode_at
 
-# outcome codes for the Python layer
-FOUND = 0
-NO_MATCHED_MESSAGE = 1
-MESSAGE_WAS_REMOVING = 2
+from pymq.status import BoundaryType, GetMessageStatus
+
+cdef object FOUND = GetMessageStatus.FOUND
+cdef object NO_MATCHED_MESSAGE = GetMessageStatus.NO_MATCHED_MESSAGE
+cdef object MESSAGE_WAS_REMOVING = GetMessageStatus.MESSAGE_WAS_REMOVING
+cdef object NO_MESSAGE_IN_QUEUE = GetMessageStatus.NO_MESSAGE_IN_QUEUE
+cdef object OFFSET_TOO_SMALL = GetMessageStatus.OFFSET_TOO_SMALL
+cdef object OFFSET_OVERFLOW_ONE = GetMessageStatus.OFFSET_OVERFLOW_ONE
+cdef object OFFSET_OVERFLOW_BADLY = GetMessageStatus.OFFSET_OVERFLOW_BADLY
+cdef object OFFSET_FOUND_NULL = GetMessageStatus.OFFSET_FOUND_NULL
+cdef object UPPER = BoundaryType.UPPER
+cdef object LOWER = BoundaryType.LOWER
 
 
 cdef bint _tags_match(const char *rec, Py_ssize_t size, tuple names):
@@ -57,71 +80,225 @@ cdef bint _tags_match(const char *rec, Py_ssize_t size, tuple names):
     return False
 
 
-def collect(MappedFile cq, Py_ssize_t start, list commitlog_files, long long commitlog_file_size,
-            str topic, int max_msgs, tuple tag_codes, tuple tag_names, long long max_phy_offset,
-            long long memory_window, int max_count_memory, long long max_bytes_memory,
-            int max_count_disk, long long max_bytes_disk):
-    """Read messages for a pull starting at byte ``start`` of consume-queue file ``cq``.
+@cython.final
+@cython.freelist(16)
+cdef class GetMessageResult:
+    """What ``get_message`` returns (RocketMQ's GetMessageResult).
 
-    ``tag_codes``/``tag_names`` are empty for "all messages". Returns
-    ``(messages, scanned_entries, outcome, total_bytes)``.
+    ``messages`` are ``MessageExt`` objects in queue order; ``next_begin_offset`` is where
+    the next pull of this queue starts; ``min_offset`` and ``max_offset`` are the queue's
+    bounds at the time of the pull.
     """
-    cdef Py_ssize_t limit, pos, rpos, size
-    cdef Py_ssize_t max_scan = max(16000, max_msgs * CQ_STORE_UNIT_SIZE)
-    cdef int64_t offset_py, tags_code, next_file_start = -1
-    cdef int32_t size_py
-    cdef long long buffer_total = 0
-    cdef int count = 0, outcome = NO_MATCHED_MESSAGE
-    cdef bint in_disk, filtered = len(tag_codes) > 0
-    cdef list out = []
-    cdef MappedFile seg
-    cdef MessageExt m
-    cdef DecodeCache cache = DecodeCache(topic)
-    cdef const char *base
-    cq._check_open()
-    base = cq.base
-    limit = cq.wrote
-    if start < 0 or start > limit:
-        raise ValueError("pull position outside the consume-queue file")
-    if limit - start > max_scan:
-        limit = start + (max_scan // CQ_STORE_UNIT_SIZE) * CQ_STORE_UNIT_SIZE
-    pos = start
-    while pos + CQ_STORE_UNIT_SIZE <= limit:
-        offset_py = pymq_get_i64(base + pos)
-        size_py = pymq_get_i32(base + pos + 8)
-        tags_code = pymq_get_i64(base + pos + 12)
-        if next_file_start >= 0 and offset_py < next_file_start:
-            pos += CQ_STORE_UNIT_SIZE
-            continue
-        in_disk = max_phy_offset - offset_py > memory_window
-        if buffer_total and count:
-            if count >= max_msgs:
-                break
-            if in_disk:
-                if buffer_total + size_py > max_bytes_disk or count > max_count_disk - 1:
+    cdef public object status
+    cdef public list messages
+    cdef public long long next_begin_offset
+    cdef public long long min_offset
+    cdef public long long max_offset
+    cdef public long long buffer_total_size
+    cdef public bint suggest_pulling_from_slave
+
+    def __init__(self, status, messages=None, long long next_begin_offset=0, long long min_offset=0,
+                 long long max_offset=0, long long buffer_total_size=0, bint suggest_pulling_from_slave=False):
+        self.status = status
+        self.messages = [] if messages is None else list(messages)
+        self.next_begin_offset = next_begin_offset
+        self.min_offset = min_offset
+        self.max_offset = max_offset
+        self.buffer_total_size = buffer_total_size
+        self.suggest_pulling_from_slave = suggest_pulling_from_slave
+
+    @property
+    def message_count(self):
+        return len(self.messages)
+
+    def __iter__(self):
+        return iter(self.messages)
+
+    def __len__(self):
+        return len(self.messages)
+
+    def __repr__(self):
+        return (f"GetMessageResult(status={self.status.name}, messages={len(self.messages)}, "
+                f"next_begin_offset={self.next_begin_offset}, min_offset={self.min_offset}, "
+                f"max_offset={self.max_offset})")
+
+
+cdef class QueueReader:
+    """Pulls and time lookups of one store (the found path of ``getMessage`` in C).
+
+    ``resolve(topic, queue_id) -> CqAppender`` finds (or, as RocketMQ does, creates empty)
+    the consume queue; ``parse_filter(expression)`` parses a tag expression.
+    """
+    cdef object commit_log_queue
+    cdef long long cl_file_size
+    cdef object resolve
+    cdef object parse_filter
+    cdef dict appenders
+    cdef dict filters
+    cdef long long memory_window
+    cdef int max_count_memory
+    cdef int max_count_disk
+    cdef long long max_bytes_memory
+    cdef long long max_bytes_disk
+    cdef public bint closed
+
+    def __init__(self, commit_log_queue, long long commitlog_file_size, resolve, parse_filter,
+                 long long memory_window, int max_count_memory, long long max_bytes_memory,
+                 int max_count_disk, long long max_bytes_disk):
+        self.commit_log_queue = commit_log_queue
+        self.cl_file_size = commitlog_file_size
+        self.resolve = resolve
+        self.parse_filter = parse_filter
+        self.appenders = {}
+        self.filters = {}
+        self.memory_window = memory_window
+        self.max_count_memory = max_count_memory
+        self.max_bytes_memory = max_bytes_memory
+        self.max_count_disk = max_count_disk
+        self.max_bytes_disk = max_bytes_disk
+        self.closed = False
+
+    def forget(self):
+        """Drop cached queue handles (after queues were destroyed or recreated)."""
+        self.appenders.clear()
+
+    cdef CqAppender _appender(self, str topic, int queue_id):
+        key = (topic, queue_id)
+        app = self.appenders.get(key)
+        if app is None:
+            app = self.resolve(topic, queue_id)
+            self.appenders[key] = app
+        return <CqAppender?>app
+
+    def get_message(self, group, str topic not None, int queue_id, long long offset, int max_msgs=32,
+                    tags=None):
+        """Pull up to ``max_msgs`` messages of (topic, queue_id) from queue offset ``offset``."""
+        cdef CqAppender app
+        cdef GetMessageResult r
+        cdef long long min_o, max_o, pos
+        cdef list cq_files
+        cdef MappedFile mf
+        cdef Py_ssize_t per_file
+        if self.closed:
+            from pymq.errors import StoreStateError
+            raise StoreStateError("the store is shut down")
+        if max_msgs < 1:
+            raise ValueError("max_msgs must be >= 1")
+        if tags is None:
+            flt = None
+        else:
+            flt = self.filters.get(tags, self)
+            if flt is self:
+                flt = self.parse_filter(tags)
+                if len(self.filters) < 1024:
+                    self.filters[tags] = flt
+        app = self._appender(topic, queue_id)
+        min_o = app.min_logic_offset // CQ_STORE_UNIT_SIZE
+        max_o = queue_max_offset(app)
+        r = GetMessageResult.__new__(GetMessageResult)
+        r.min_offset = min_o
+        r.max_offset = max_o
+        r.messages = []
+        if max_o == 0:
+            r.status = NO_MESSAGE_IN_QUEUE
+            r.next_begin_offset = 0
+        elif offset < min_o:
+            r.status = OFFSET_TOO_SMALL
+            r.next_begin_offset = min_o
+        elif offset == max_o:
+            r.status = OFFSET_OVERFLOW_ONE
+            r.next_begin_offset = offset
+        elif offset > max_o:
+            r.status = OFFSET_OVERFLOW_BADLY
+            r.next_begin_offset = max_o
+        else:
+            cq_files = app.mapped_file_queue.mapped_files
+            pos = offset * CQ_STORE_UNIT_SIZE
+            mf = segment_for(cq_files, pos, app.file_size)
+            if mf is None or mf.base == NULL or pos - mf.file_from_offset >= mf.wrote:
+                per_file = app.file_size // CQ_STORE_UNIT_SIZE
+                r.status = OFFSET_FOUND_NULL
+                r.next_begin_offset = offset + per_file - offset % per_file
+            else:
+                self._collect(r, mf, <Py_ssize_t>(pos - mf.file_from_offset), offset, topic, max_msgs,
+                              flt.codes if flt is not None else (), flt.names_utf8 if flt is not None else ())
+        return r
+
+    cdef int _collect(self, GetMessageResult r, MappedFile cq, Py_ssize_t start, long long offset,
+                      str topic, int max_msgs, tuple tag_codes, tuple tag_names) except -1:
+        cdef Py_ssize_t limit, pos, rpos
+        cdef Py_ssize_t max_scan = max(16000, max_msgs * CQ_STORE_UNIT_SIZE)
+        cdef int64_t offset_py, tags_code, next_file_start = -1
+        cdef int32_t size_py
+        cdef long long buffer_total = 0, max_phy
+        cdef long long cl_fs = self.cl_file_size
+        cdef int count = 0
+        cdef bint in_disk, filtered = len(tag_codes) > 0
+        cdef list out = r.messages
+        cdef list cl_files = self.commit_log_queue.mapped_files
+        cdef MappedFile seg, last_seg
+        cdef MessageExt m
+        cdef DecodeCache cache = DecodeCache(topic)
+        cdef const char *base = cq.base
+        cdef object status = NO_MATCHED_MESSAGE
+        if not cl_files:
+            max_phy = 0
+        else:
+            last_seg = <MappedFile>cl_files[len(cl_files) - 1]
+            max_phy = last_seg.file_from_offset + last_seg.wrote
+        limit = cq.wrote
+        if limit - start > max_scan:
+            limit = start + (max_scan // CQ_STORE_UNIT_SIZE) * CQ_STORE_UNIT_SIZE
+        pos = start
+        while pos + CQ_STORE_UNIT_SIZE <= limit:
+            offset_py = pymq_get_i64(base + pos)
+            size_py = pymq_get_i32(base + pos + 8)
+            tags_code = pymq_get_i64(base + pos + 12)
+            if next_file_start >= 0 and offset_py < next_file_start:
+                pos += CQ_STORE_UNIT_SIZE
+                continue
+            in_disk = max_phy - offset_py > self.memory_window
+            if buffer_total and count:
+                if count >= max_msgs:
                     break
-            elif buffer_total + size_py > max_bytes_memory or count > max_count_memory - 1:
-                break
-        if filtered and <int>tags_code not in tag_codes:
+                if in_disk:
+                    if buffer_total + size_py > self.max_bytes_disk or count > self.max_count_disk - 1:
+                        break
+                elif buffer_total + size_py > self.max_bytes_memory or count > self.max_count_memory - 1:
+                    break
+            if filtered and <int>tags_code not in tag_codes:
+                pos += CQ_STORE_UNIT_SIZE
+                continue
+            seg = segment_for(cl_files, offset_py, cl_fs)
+            rpos = <Py_ssize_t>(offset_py - seg.file_from_offset) if seg is not None else -1
+            if (seg is None or seg.base == NULL or size_py <= 0 or rpos + size_py > seg.wrote
+                    or check_record(seg.base + rpos, size_py, False) != size_py):
+                if not buffer_total:
+                    status = MESSAGE_WAS_REMOVING
+                next_file_start = offset_py + cl_fs - offset_py % cl_fs
+                pos += CQ_STORE_UNIT_SIZE
+                continue
+            if filtered and not _tags_match(seg.base + rpos, size_py, tag_names):
+                pos += CQ_STORE_UNIT_SIZE
+                continue
+            m = decode_at(seg.base + rpos, size_py, False, cache)
+            out.append(m)
+            buffer_total += size_py
+            count += 1
+            status = FOUND
+            next_file_start = -1
             pos += CQ_STORE_UNIT_SIZE
-            continue
-        seg = segment_for(commitlog_files, offset_py, commitlog_file_size)
-        rpos = <Py_ssize_t>(offset_py - seg.file_from_offset) if seg is not None else -1
-        if (seg is None or seg.base == NULL or size_py <= 0 or rpos + size_py > seg.wrote
-                or check_record(seg.base + rpos, size_py, False) != size_py):
-            if not buffer_total:
-                outcome = MESSAGE_WAS_REMOVING
-            next_file_start = offset_py + commitlog_file_size - offset_py % commitlog_file_size
-            pos += CQ_STORE_UNIT_SIZE
-            continue
-        if filtered and not _tags_match(seg.base + rpos, size_py, tag_names):
-            pos += CQ_STORE_UNIT_SIZE
-            continue
-        m = decode_at(seg.base + rpos, size_py, False, cache)
-        out.append(m)
-        buffer_total += size_py
-        count += 1
-        outcome = FOUND
-        next_file_start = -1
-        pos += CQ_STORE_UNIT_SIZE
-    return out, (pos - start) // CQ_STORE_UNIT_SIZE, outcome, buffer_total
+        r.status = status
+        r.next_begin_offset = offset + (pos - start) // CQ_STORE_UNIT_SIZE
+        r.buffer_total_size = buffer_total
+        if count:
+            r.suggest_pulling_from_slave = max_phy - (<MessageExt>out[count - 1]).commitlog_offset > self.memory_window
+        return 0
+
+    def get_offset_in_queue_by_time(self, str topic not None, int queue_id, long long timestamp,
+                                    boundary=LOWER):
+        """RocketMQ 5.x time lookup (see ``cq_unit``)."""
+        if boundary is not LOWER and boundary is not UPPER:
+            raise TypeError("boundary must be a pymq.BoundaryType")
+        return lookup_by_time(self._appender(topic, queue_id), timestamp, boundary is UPPER,
+                              self.commit_log_queue.mapped_files, self.cl_file_size)

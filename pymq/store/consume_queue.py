@@ -19,7 +19,7 @@ import struct
 import threading
 from typing import Optional
 
-from pymq._core.cq_unit import CqAppender, read_unit, search_by_time, unit_store_timestamp
+from pymq._core.cq_unit import CqAppender, offset_by_time, read_unit
 from pymq.status import BoundaryType
 
 from .mapped_file_queue import MappedFileQueue
@@ -42,9 +42,17 @@ class ConsumeQueue:
         self.commit_log = commit_log
         self.store_path = os.path.join(root, "consumequeue", topic, str(queue_id))
         self.mapped_file_queue = MappedFileQueue(self.store_path, self.file_size, read_only=read_only)
-        self.min_logic_offset = 0
-        self.appender = CqAppender(self, self.file_size)
+        self.appender = CqAppender(self, self.file_size, self.mapped_file_queue)
         self._lock = threading.RLock()
+
+    @property
+    def min_logic_offset(self) -> int:
+        """Byte offset of the first live entry (kept on the C appender for the readers)."""
+        return self.appender.min_logic_offset
+
+    @min_logic_offset.setter
+    def min_logic_offset(self, value: int) -> None:
+        self.appender.min_logic_offset = value
 
     # -- load and recovery -------------------------------------------------------------------
 
@@ -203,47 +211,13 @@ class ConsumeQueue:
 
     # -- time --------------------------------------------------------------------------------
 
-    def _store_time(self, mf, pos: int) -> int:
-        cl = self.commit_log
-        return unit_store_timestamp(mf, pos, cl.mapped_file_queue.mapped_files, cl.file_size)
-
     def get_offset_in_queue_by_time(self, timestamp: int, boundary: BoundaryType = BoundaryType.LOWER) -> int:
         """RocketMQ 5.x ``getOffsetInQueueByTime``: LOWER, the first index whose store time
         is >= ``timestamp`` (the max offset when every message is older); UPPER, the last
         index whose store time is <= ``timestamp`` (0 when every message is newer)."""
-        upper = boundary is BoundaryType.UPPER
-        files = [mf for mf in self.mapped_file_queue.mapped_files if mf.wrote_position >= CQ_STORE_UNIT_SIZE]
-        if not files:
-            return 0
-        chosen = None
-        if upper:
-            for mf in reversed(files):
-                if self._store_time(mf, self._first_pos(mf)) <= timestamp:
-                    chosen = mf
-                    break
-            if chosen is None:
-                return 0
-        else:
-            for mf in files[:-1]:
-                if self._store_time(mf, mf.wrote_position - CQ_STORE_UNIT_SIZE) >= timestamp:
-                    chosen = mf
-                    break
-            if chosen is None:
-                chosen = files[-1]
         cl = self.commit_log
-        result = search_by_time(chosen, self._first_pos(chosen), timestamp, upper,
-                                cl.mapped_file_queue.mapped_files, cl.file_size)
-        return max(result, 0)
-
-    def _first_pos(self, mf) -> int:
-        """Byte position of the first live, non-blank entry of ``mf``."""
-        pos = max(0, self.min_logic_offset - mf.file_from_offset)
-        while pos + CQ_STORE_UNIT_SIZE <= mf.wrote_position:
-            unit = read_unit(mf, pos)
-            if unit[1] != 0x7FFFFFFF:
-                return pos
-            pos += CQ_STORE_UNIT_SIZE
-        return pos
+        return offset_by_time(self.appender, timestamp, boundary is BoundaryType.UPPER,
+                              cl.mapped_file_queue.mapped_files, cl.file_size)
 
     # -- flushing and teardown ---------------------------------------------------------------
 

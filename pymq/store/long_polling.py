@@ -26,9 +26,17 @@ class MessageArrivingNotifier:
         return cond
 
     def notify(self, arrived: dict) -> None:
-        """``arrived`` maps (topic, queue_id) to the queue's new max offset."""
+        """``arrived`` maps (topic, queue_id) to the queue's new max offset. Waiters on
+        a queue and waiters on its whole topic (key ``(topic, None)``) are woken."""
+        topics = set()
         for key in arrived:
+            topics.add(key[0])
             cond = self._conditions.get(key)
+            if cond is not None:
+                with cond:
+                    cond.notify_all()
+        for topic in topics:
+            cond = self._conditions.get((topic, None))
             if cond is not None:
                 with cond:
                     cond.notify_all()
@@ -38,8 +46,9 @@ class MessageArrivingNotifier:
             with cond:
                 cond.notify_all()
 
-    def wait(self, key: tuple[str, int], ready: Callable[[], bool], timeout_s: float) -> bool:
-        """Block until ``ready()`` or ``timeout_s`` passes; returns ``ready()``."""
+    def wait(self, key: tuple, ready: Callable[[], bool], timeout_s: float) -> bool:
+        """Block until ``ready()`` or ``timeout_s`` passes; returns ``ready()``.
+        ``key`` is (topic, queue_id), or (topic, None) to be woken by any queue of topic."""
         if ready():
             return True
         cond = self._condition(key)

@@ -1,0 +1,40 @@
+"""Write throughput of pymq next to embedded peers, measured in one process run.
+
+This module is what ``pymq bench`` (and ``python -m pymq bench``) runs; the pytest-benchmark
+suite in the repository's ``bench/`` directory drives the same :class:`Workload` classes.
+
+How a workload is timed
+-----------------------
+Each repeat starts from a fresh temporary directory: ``Workload.setup`` opens the store,
+database or queue there and writes ``--warmup`` messages; ``time.perf_counter_ns`` brackets
+one ``Workload.run(n)``, a plain loop that builds every message or record object inside
+the loop as a user's code would; ``Workload.check`` verifies the writes and
+``Workload.teardown`` closes (final flush, shutdown) and deletes everything, untimed. The
+best of ``--repeat`` repeats is reported. The garbage collector stays enabled.
+
+Workload groups; the ratio column is pymq's msgs/s divided by the row's msgs/s
+-----------------------------------------------------------------------------------
+``put_message``
+    pymq ``store.put_message(Message(topic, body))`` per message; lmdb one write
+    transaction per message (``txn.put(key, body)``, 8-byte big-endian counter keys);
+    queuelib ``FifoDiskQueue.push(body)`` (one ``write(2)`` per push).
+``put_messages``
+    pymq ``store.put_messages([...])`` per batch of ``--batch`` messages; lmdb one write
+    transaction per batch with ``cursor.putmulti(items, append=True)``.
+
+Durability: pymq runs a started store with the default ``StoreConfig`` (1 GiB segments,
+``ASYNC_FLUSH``: a put returns once the message is in the mapped commit log); lmdb is
+opened with ``sync=False, metasync=False`` (no fsync per commit either); queuelib never
+fsyncs. ``--flush-disk-type SYNC_FLUSH`` opens lmdb with ``sync=True, metasync=True``.
+
+Adding a workload: subclass :class:`Workload` (``group``, ``implementation``,
+``operation``, ``open``/``run``/``check``/``close``) and append it to :data:`WORKLOADS`.
+"""
+
+from .base import TOPIC, PEERS, BenchCheckError, BenchOptions, Workload, store_config
+from .read import (BisectTimeLookup, LmdbCursorRead, PymqDispatch, PymqGetMessage, PymqPutMessagesReference,
+                   PymqTimeLookup, QueuelibPop)
+from .runner import (WORKLOADS, Report, Row, add_arguments, assign_ratios, environment, format_report,
+                     format_table, groups, main, measure, options_from_args, parse_args, run,
+                     run_benchmarks, select_workloads, time_once, write_json)
+from .write import LmdbPutMulti, LmdbPutPerTxn, PymqPutMessage, PymqPutMessages, QueuelibPush
