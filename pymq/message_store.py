@@ -81,15 +81,22 @@ class MessageStore:
         self.consumer_offsets = ConsumerOffsetManager(root)
 
         self.commit_log.load()
-        self.consume_queues.load()
+        queues_whole = self.consume_queues.load()
         self._recover()
         self.consumer_offsets.load()
 
         self.notifier = MessageArrivingNotifier()
         self.router = CqRouter(self.consume_queues.appender_for, cfg.delay_levels_ms())
         self.reput_service = ReputMessageService(self.commit_log, self.router, self.notifier.notify)
-        self.reput_service.reput_from_offset = max(self.consume_queues.max_physic_offset(),
-                                                   self.commit_log.get_min_offset(), 0)
+        # After a clean exit, replay from where the queues end (RocketMQ's rule). After a
+        # crash, or when queue files were damaged, queues may have lost entries behind
+        # other queues' ends: replay the whole log (dispatch skips what is already there).
+        # The checkpoint of the recovery issue will narrow this to the last flushed files.
+        if self.last_exit_ok and queues_whole:
+            reput_from = self.consume_queues.max_physic_offset()
+        else:
+            reput_from = 0
+        self.reput_service.reput_from_offset = max(reput_from, self.commit_log.get_min_offset(), 0)
         self.reput_service.do_reput()            # queues whole before the queue table is set
         self._recover_topic_queue_table()
 

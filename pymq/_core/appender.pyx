@@ -277,6 +277,7 @@ cdef PutMessageResult failed(object status, str error):
 
 # -- the appender ----------------------------------------------------------------------------
 
+@cython.final
 cdef class CommitLogAppender:
     """Appends records to the last segment of a commit log under the put lock.
 
@@ -425,27 +426,44 @@ cdef class CommitLogAppender:
 
     # -- preparing a record ----------------------------------------------------------------
 
-    cdef inline int _add_uniq(self, PropsBuf *props, int64_t now, PutMessageResult r) except -1:
-        """Append ``UNIQ_KEY`` = prefix + hex(ms since the month began, counter)."""
-        cdef unsigned char raw[6]
-        cdef uint32_t t
-        cdef char *p
+    cdef inline uint32_t _uniq_time(self, int64_t now) except? 0:
+        """Ms since the start of the month (MessageClientIDSetter's time field)."""
         if now >= self.next_month:
             self._set_month()
-        t = <uint32_t>(now - self.month_start)
-        self.uniq_counter += 1
+        return <uint32_t>(now - self.month_start)
+
+    cdef inline Py_ssize_t _uniq_template(self, char *buf, uint32_t t) noexcept:
+        """``UNIQ_KEY\\x01`` + prefix + hex(t) into ``buf``; the 4 counter digits follow."""
+        cdef unsigned char raw[4]
         raw[0] = t >> 24; raw[1] = t >> 16; raw[2] = t >> 8; raw[3] = t
-        raw[4] = self.uniq_counter >> 8; raw[5] = self.uniq_counter
-        if props.length + 10 + self.uniq_prefix_len + 12 > props.capacity:
-            props_reserve(props, 10 + self.uniq_prefix_len + 12)
+        memcpy(buf, b"UNIQ_KEY\x01", 9)
+        memcpy(buf + 9, self.uniq_prefix, self.uniq_prefix_len)
+        put_hex(buf + 9 + self.uniq_prefix_len, raw, 4)
+        return 9 + self.uniq_prefix_len + 8
+
+    cdef inline int _append_uniq(self, PropsBuf *props, const char *template, Py_ssize_t n) except -1:
+        """Append a UNIQ_KEY entry from ``template`` (see _uniq_template) with the next counter."""
+        cdef unsigned char raw[2]
+        cdef char *p
+        self.uniq_counter += 1
+        raw[0] = self.uniq_counter >> 8
+        raw[1] = self.uniq_counter
+        if props.length + n + 5 > props.capacity:
+            props_reserve(props, n + 5)
         p = props.data + props.length
         if props.length > props.start:
             p[0] = 2
             p += 1
-        memcpy(p, b"UNIQ_KEY\x01", 9)
-        memcpy(p + 9, self.uniq_prefix, self.uniq_prefix_len)
-        put_hex(p + 9 + self.uniq_prefix_len, raw, 6)
-        props.length = (p + 9 + self.uniq_prefix_len + 12) - props.data
+        memcpy(p, template, n)
+        put_hex(p + n, raw, 2)
+        props.length = (p + n + 4) - props.data
+        return 0
+
+    cdef inline int _add_uniq(self, PropsBuf *props, int64_t now, PutMessageResult r) except -1:
+        """Append ``UNIQ_KEY`` = prefix + hex(ms since the month began, counter)."""
+        cdef char template[9 + 44 + 8]
+        cdef uint32_t t = self._uniq_time(now)
+        self._append_uniq(props, template, self._uniq_template(template, t))
         if r is not None:
             r._uniq = self.uniq_prefix_str
             r._uniq_time = t
@@ -638,6 +656,8 @@ cdef class CommitLogAppender:
         cdef Py_ssize_t nrefs = 0
         cdef int64_t qbase, store_ts, phys
         cdef int32_t sys_flag_hosts = 0
+        cdef char uniq_template[9 + 44 + 8]
+        cdef Py_ssize_t uniq_len
         cdef str why
         cdef bint big
 
@@ -668,6 +688,7 @@ cdef class CommitLogAppender:
 
         r = PutMessageResult.__new__(PutMessageResult)
         store_ts = now_ms()
+        uniq_len = self._uniq_template(uniq_template, self._uniq_time(store_ts))
         props_init(&props)
         try:
             refs = <PyObject **>PyMem_Malloc(2 * n * sizeof(PyObject *))
@@ -681,13 +702,16 @@ cdef class CommitLogAppender:
                 m = <Message>msgs[i]
                 prop_start[i] = props.length
                 props.start = props.length
-                m.write_properties(&props)
-                if m._properties is None or "UNIQ_KEY" not in m._properties:
-                    self._add_uniq(&props, store_ts, None)
+                if m._properties is None and m._tags is None and m._keys is None and m._props_raw is None:
+                    self._append_uniq(&props, uniq_template, uniq_len)     # the common, bare message
+                else:
+                    m.write_properties(&props)
+                    if m._properties is None or "UNIQ_KEY" not in m._properties:
+                        self._append_uniq(&props, uniq_template, uniq_len)
                 if props.length - prop_start[i] > MAX_PROPERTIES_LENGTH:
                     return failed(PROPERTIES_SIZE_EXCEEDED, f"properties of message {i} exceed 32767 bytes")
                 body = m._body
-                bh = self._born_host_of(m)
+                bh = self.born_host if m._born_host is None else self._born_host_of(m)
                 # hold the bytes we point into: another thread may rebind m.body meanwhile
                 Py_INCREF(body)
                 refs[nrefs] = <PyObject *>body
@@ -710,9 +734,10 @@ cdef class CommitLogAppender:
                 fs[i].prepared_transaction_offset = 0
                 fs[i].born_timestamp = m.born_timestamp
                 sizes[i] = cal_msg_length(fs[i].sys_flag, fs[i].body_len, fs[i].topic_len, fs[i].props_len)
-                why = self._check_sizes(fs[i].body_len, sizes[i])
-                if why is not None:
-                    return failed(MESSAGE_ILLEGAL, f"message {i}: {why}")
+                if (fs[i].body_len > self.max_message_size
+                        or sizes[i] > <Py_ssize_t>self.max_message_size + MAX_RECORD_OVER_BODY
+                        or sizes[i] + END_FILE_MIN_BLANK_LENGTH > self.file_size):
+                    return failed(MESSAGE_ILLEGAL, f"message {i}: {self._check_sizes(fs[i].body_len, sizes[i])}")
                 total += sizes[i]
                 client_size += 20 + fs[i].body_len + 2 + fs[i].props_len
             prop_start[n] = props.length

@@ -20,6 +20,7 @@ import threading
 from typing import Optional
 
 from pymq._core.cq_unit import CqAppender, offset_by_time, read_unit
+from pymq.errors import CorruptStoreError, SegmentSizeError
 from pymq.status import BoundaryType
 
 from .mapped_file_queue import MappedFileQueue
@@ -56,8 +57,28 @@ class ConsumeQueue:
 
     # -- load and recovery -------------------------------------------------------------------
 
-    def load(self) -> None:
-        self.mapped_file_queue.load()
+    def load(self) -> bool:
+        """Map the queue's files. A file of the wrong length (damage: files are always
+        allocated whole) is deleted with everything after it, since a consume queue can be
+        rebuilt from the commit log; returns False when that happened."""
+        mfq = self.mapped_file_queue
+        try:
+            mfq.load()
+            return True
+        except (SegmentSizeError, CorruptStoreError) as e:
+            log.warning("consume queue %s-%d: %s; dropping it from there to rebuild it", self.topic,
+                        self.queue_id, e)
+        names = sorted(n for n in os.listdir(self.store_path) if n.isdigit())
+        keep = []
+        for name in names:
+            path = os.path.join(self.store_path, name)
+            if os.path.getsize(path) != self.file_size or (keep and int(name) != int(keep[-1]) + self.file_size):
+                break
+            keep.append(name)
+        for name in names[len(keep):]:
+            os.remove(os.path.join(self.store_path, name))
+        mfq.load()
+        return False
 
     def recover(self) -> None:
         """Find the last whole entry (``ConsumeQueue.recover``): from the third-last file,

@@ -42,11 +42,13 @@ class ConsumeQueueStore:
         """The C appender of a queue (the dispatcher's ``resolve`` callback)."""
         return self.find_consume_queue(topic, queue_id).appender
 
-    def load(self) -> None:
-        """Load ``consumequeue/<topic>/<int queueId>/``; other names are ignored."""
+    def load(self) -> bool:
+        """Load ``consumequeue/<topic>/<int queueId>/``; other names are ignored. Returns
+        False when a damaged file had to be dropped (the queues then need a full replay)."""
+        whole = True
         base = os.path.join(self.root, "consumequeue")
         if not os.path.isdir(base):
-            return
+            return whole
         for topic in sorted(os.listdir(base)):
             tdir = os.path.join(base, topic)
             if not os.path.isdir(tdir):
@@ -55,7 +57,8 @@ class ConsumeQueueStore:
                 if not qname.isdigit() or not os.path.isdir(os.path.join(tdir, qname)):
                     continue
                 cq = self.find_consume_queue(topic, int(qname))
-                cq.load()
+                whole = cq.load() and whole
+        return whole
 
     def recover(self) -> int:
         """Recover every queue; return the largest physical end any of them points at."""
