@@ -28,9 +28,11 @@ class StoreConfig:
     consume_queue_entries: int = 300_000          # mappedFileSizeConsumeQueue / 20
     index_hash_slots: int = 5_000_000             # maxHashSlotNum
     index_max_entries: int = 20_000_000           # maxIndexNum
-    # pymq pre-allocates (posix_fallocate) and pre-touches the next commit-log segment in
-    # the background. RocketMQ's warmMapedFileEnable defaults to false; pymq's to true.
-    warm_mapped_file_enable: bool = True
+    # The next commit-log segment is always created and allocated (posix_fallocate) in the
+    # background. This also pre-faults its pages there (MADV_POPULATE_READ), as
+    # warmMapedFileEnable does; off by default like RocketMQ's: on a 2-core machine under
+    # load it cost more than the page faults it saves (see docs/performance.md).
+    warm_mapped_file_enable: bool = False
 
     # -- flushing ---------------------------------------------------------------------
     flush_disk_type: str = "ASYNC_FLUSH"          # or "SYNC_FLUSH"

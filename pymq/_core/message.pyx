@@ -190,7 +190,7 @@ cdef inline object _as_keys(object keys):
     return out or None
 
 
-@cython.freelist(64)
+@cython.freelist(2048)
 cdef class Message:
     """A message to put: topic, body and optional tags, keys and user properties.
 
