@@ -213,3 +213,18 @@ def walk_commitlog(commitlog_dir) -> list:
             rec["offset"] = start + rec["position"]
             out.append(rec)
     return out
+
+
+# STORE_SPEC §1.8: the sample record (topic TopicTest, queue 0, body "hello", TAGS=TagA,
+# born 127.0.0.1:50000 at 1700000000000, stored at 1700000000123 on 127.0.0.1:10911).
+SAMPLE_RECORD_HEX = """
+00 00 00 72 DA A3 20 A7 36 10 A6 86 00 00 00 00
+00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+00 00 00 00 00 00 00 00 00 00 01 8B CF E5 68 00
+7F 00 00 01 00 00 C3 50 00 00 01 8B CF E5 68 7B
+7F 00 00 01 00 00 2A 9F 00 00 00 00 00 00 00 00
+00 00 00 00 00 00 00 05 68 65 6C 6C 6F 09 54 6F
+70 69 63 54 65 73 74 00 09 54 41 47 53 01 54 61
+67 41
+"""
+SAMPLE_RECORD = bytes.fromhex(SAMPLE_RECORD_HEX)

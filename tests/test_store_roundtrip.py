@@ -18,6 +18,7 @@ from pymq._core.layout import cal_msg_length
 
 from conftest import small_config
 from rocketmq_decoder import (
+    SAMPLE_RECORD,
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE,
     decode_record,
@@ -42,20 +43,10 @@ SYSTEM_PROPERTIES = {
 
 # -- the decoder's self-test (STORE_SPEC 1.8 sample record) -------------------------------------
 
-SPEC_SAMPLE_HEX = """
-00 00 00 72 DA A3 20 A7 36 10 A6 86 00 00 00 00
-00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
-00 00 00 00 00 00 00 00 00 00 01 8B CF E5 68 00
-7F 00 00 01 00 00 C3 50 00 00 01 8B CF E5 68 7B
-7F 00 00 01 00 00 2A 9F 00 00 00 00 00 00 00 00
-00 00 00 00 00 00 00 05 68 65 6C 6C 6F 09 54 6F
-70 69 63 54 65 73 74 00 09 54 41 47 53 01 54 61
-67 41
-"""
 
 
 def test_decoder_decodes_the_spec_sample_exactly():
-    raw = bytes.fromhex(SPEC_SAMPLE_HEX.replace("\n", " "))
+    raw = SAMPLE_RECORD
     assert len(raw) == 114
     rec = decode_record(raw, 0)
     expected = {
@@ -87,7 +78,7 @@ def test_decoder_properties_parse_is_4_9_7s():
 
 
 def test_decoder_rejects_garbage(tmp_path):
-    raw = bytearray(bytes.fromhex(SPEC_SAMPLE_HEX.replace("\n", " ")))
+    raw = bytearray(SAMPLE_RECORD)
     bad = bytes(raw)
     with pytest.raises(ValueError):
         decode_record(bad[:100], 0)                   # runs past the buffer

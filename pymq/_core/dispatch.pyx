@@ -20,16 +20,14 @@ do next is the caller's policy.
 
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
-from libc.stdint cimport int8_t, int32_t, int64_t
+from libc.stdint cimport int32_t, int64_t
 from libc.string cimport memcmp, memcpy
 
-from pymq._core.clayout cimport (BLANK_MAGIC_CODE, BORNHOST_V6_FLAG, IPV4_HOST_LENGTH, IPV6_HOST_LENGTH,
-                                 MESSAGE_MAGIC_CODE, STOREHOSTADDRESS_V6_FLAG, TRANSACTION_PREPARED_TYPE,
-                                 TRANSACTION_ROLLBACK_TYPE, TRANSACTION_TYPE_MASK)
+from pymq._core.clayout cimport TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE, TRANSACTION_TYPE_MASK
 from pymq._core.cq_unit cimport CqAppender
-from pymq._core.hton cimport pymq_get_i16, pymq_get_i32, pymq_get_i64
+from pymq._core.hton cimport pymq_get_i32, pymq_get_i64
 from pymq._core.mapped_file cimport MappedFile
-from pymq._core.record cimport cal_msg_length
+from pymq._core.record cimport RecordLayout, next_property, record_layout
 
 cdef extern from "pymq_javahash.h" nogil:
     int32_t pymq_java_hash_utf8(const char *buf, size_t n)
@@ -50,65 +48,33 @@ cdef Py_ssize_t parse_request(const char *rec, Py_ssize_t avail, int64_t phys, D
                               const int64_t *delay_ms, int max_delay_level) noexcept nogil:
     """Validate and describe the record at ``rec``: its size (> 0), 0 at a blank, -1 when
     it is not a whole, consistent record."""
-    cdef int32_t total, magic, sys_flag
-    cdef Py_ssize_t pos, body_len, topic_len, props_len, s, e, k, end
+    cdef RecordLayout lay
+    cdef Py_ssize_t total = record_layout(rec, avail, &lay)
+    cdef Py_ssize_t s, e, k, end, i
     cdef const char *tags = NULL
-    cdef Py_ssize_t tags_len = 0, delay_pos = -1, delay_len = 0, i
+    cdef Py_ssize_t tags_len = 0, delay_pos = -1, delay_len = 0
     cdef int64_t level
-    if avail < 8:
-        return -1
-    total = pymq_get_i32(rec)
-    magic = pymq_get_i32(rec + 4)
-    if magic == BLANK_MAGIC_CODE:
-        return 0
-    if magic != MESSAGE_MAGIC_CODE or total < 91 or total > avail:
-        return -1
-    sys_flag = pymq_get_i32(rec + 36)
-    pos = 48 + (IPV6_HOST_LENGTH if sys_flag & BORNHOST_V6_FLAG else IPV4_HOST_LENGTH)
-    out.store_timestamp = pymq_get_i64(rec + pos)
-    pos += 8 + (IPV6_HOST_LENGTH if sys_flag & STOREHOSTADDRESS_V6_FLAG else IPV4_HOST_LENGTH)
-    out.prepared_transaction_offset = pymq_get_i64(rec + pos + 4)
-    pos += 12
-    if pos + 4 > total:
-        return -1
-    body_len = pymq_get_i32(rec + pos)
-    pos += 4
-    if body_len < 0 or pos + body_len + 1 > total:
-        return -1
-    pos += body_len
-    topic_len = <int8_t>rec[pos]
-    if topic_len < 0 or pos + 1 + topic_len + 2 > total:
-        return -1
-    out.topic_pos = <int32_t>(pos + 1)
-    out.topic_len = <int32_t>topic_len
-    pos += 1 + topic_len
-    props_len = pymq_get_i16(rec + pos)
-    if props_len < 0 or pos + 2 + props_len > total:
-        return -1
-    if cal_msg_length(sys_flag, body_len, topic_len, props_len) != total:
-        return -1
-    out.props_pos = <int32_t>(pos + 2)
-    out.props_len = <int32_t>props_len
+    if total <= 0:
+        return total
     out.commitlog_offset = phys
-    out.msg_size = total
+    out.msg_size = <int32_t>total
     out.queue_id = pymq_get_i32(rec + 12)
     out.queue_offset = pymq_get_i64(rec + 20)
-    out.sys_flag = sys_flag
+    out.sys_flag = lay.sys_flag
+    out.store_timestamp = lay.store_timestamp
+    out.prepared_transaction_offset = pymq_get_i64(rec + lay.body_pos - 12)
+    out.topic_pos = <int32_t>lay.topic_pos
+    out.topic_len = <int32_t>lay.topic_len
+    out.props_pos = <int32_t>lay.props_pos
+    out.props_len = <int32_t>lay.props_len
     out.keys_pos = -1
     out.keys_len = 0
     out.uniq_pos = -1
     out.uniq_len = 0
-    # properties: name \x01 value, joined by \x02
-    s = pos + 2
-    end = s + props_len
+    s = lay.props_pos
+    end = s + lay.props_len
     while s < end:
-        e = s
-        while e < end and rec[e] != 2:
-            e += 1
-        k = s
-        while k < e and rec[k] != 1:
-            k += 1
-        if s < k < e - 1:
+        if next_property(rec, s, end, &k, &e):
             if _name_is(rec + s, k - s, b"TAGS", 4):
                 tags = rec + k + 1
                 tags_len = e - k - 1
@@ -123,7 +89,7 @@ cdef Py_ssize_t parse_request(const char *rec, Py_ssize_t avail, int64_t phys, D
                 delay_len = e - k - 1
         s = e + 1
     out.tags_code = pymq_java_hash_utf8(tags, tags_len) if tags_len > 0 else 0
-    if delay_pos >= 0 and topic_len == 19 and memcmp(rec + out.topic_pos, SCHEDULE_TOPIC_C, 19) == 0:
+    if delay_pos >= 0 and lay.topic_len == 19 and memcmp(rec + lay.topic_pos, SCHEDULE_TOPIC_C, 19) == 0:
         level = 0
         for i in range(delay_pos, delay_pos + delay_len):
             if rec[i] < 48 or rec[i] > 57 or level > 100000000:

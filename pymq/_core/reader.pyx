@@ -36,7 +36,7 @@ from pymq._core.hton cimport pymq_get_i16, pymq_get_i32, pymq_get_i64
 from pymq._core.cq_unit cimport CqAppender, lookup_by_time, queue_max_offset
 from pymq._core.mapped_file cimport MappedFile, segment_for
 from pymq._core.message cimport MessageExt
-from pymq._core.record cimport DecodeCache, check_record, decode_at
+from pymq._core.record cimport DecodeCache, RecordLayout, check_record, decode_at, next_property, record_layout
 
 from pymq.status import BoundaryType, GetMessageStatus
 
@@ -54,23 +54,15 @@ cdef object LOWER = BoundaryType.LOWER
 
 cdef bint _tags_match(const char *rec, Py_ssize_t size, tuple names):
     """True if the record's TAGS value equals one of ``names`` (UTF-8 bytes)."""
-    cdef int32_t sys_flag = pymq_get_i32(rec + 36)
-    cdef Py_ssize_t pos = 48 + (IPV6_HOST_LENGTH if sys_flag & BORNHOST_V6_FLAG else IPV4_HOST_LENGTH) + 8
+    cdef RecordLayout lay
     cdef Py_ssize_t s, e, k, end, n
     cdef bytes name
-    pos += (IPV6_HOST_LENGTH if sys_flag & STOREHOSTADDRESS_V6_FLAG else IPV4_HOST_LENGTH) + 12
-    pos += 4 + pymq_get_i32(rec + pos)
-    pos += 1 + <signed char>rec[pos]
-    s = pos + 2
-    end = s + pymq_get_i16(rec + pos)
+    if record_layout(rec, size, &lay) <= 0:
+        return False
+    s = lay.props_pos
+    end = s + lay.props_len
     while s < end:
-        e = s
-        while e < end and rec[e] != 2:
-            e += 1
-        k = s
-        while k < e and rec[k] != 1:
-            k += 1
-        if k - s == 4 and memcmp(rec + s, b"TAGS", 4) == 0 and s < k < e - 1:
+        if next_property(rec, s, end, &k, &e) and k - s == 4 and memcmp(rec + s, b"TAGS", 4) == 0:
             n = e - k - 1
             for name in names:
                 if len(name) == n and memcmp(<const char *>name, rec + k + 1, n) == 0:

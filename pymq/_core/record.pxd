@@ -41,3 +41,33 @@ cdef MessageExt decode_at(const char *buf, Py_ssize_t avail, bint check_crc, Dec
 cdef Py_ssize_t record_size_at(const char *buf, Py_ssize_t avail) except -2
 cdef bytes pack_host_cached(object host)
 cdef Py_ssize_t check_record(const char *buf, Py_ssize_t avail, bint check_crc) noexcept nogil
+
+
+cdef struct RecordLayout:
+    int32_t sys_flag
+    int64_t store_timestamp
+    Py_ssize_t body_pos
+    Py_ssize_t body_len
+    Py_ssize_t topic_pos
+    Py_ssize_t topic_len
+    Py_ssize_t props_pos
+    Py_ssize_t props_len
+
+
+cdef Py_ssize_t record_layout(const char *rec, Py_ssize_t avail, RecordLayout *out) noexcept nogil
+
+
+cdef inline bint next_property(const char *p, Py_ssize_t s, Py_ssize_t end, Py_ssize_t *k,
+                               Py_ssize_t *e) noexcept nogil:
+    """The properties entry starting at ``s``: ``e`` = its end (the next \\x02 or ``end``),
+    ``k`` = its first \\x01. True when name and value are both non-empty (RocketMQ
+    4.9.7's ``string2messageProperties`` rule); the next entry starts at ``e + 1``."""
+    cdef Py_ssize_t i = s
+    while i < end and p[i] != 2:
+        i += 1
+    e[0] = i
+    i = s
+    while i < e[0] and p[i] != 1:
+        i += 1
+    k[0] = i
+    return s < i < e[0] - 1

@@ -415,41 +415,54 @@ def decode_message(data, Py_ssize_t offset=0, bint check_crc=False):
 
 # -- validation without decoding (recovery, dispatch) -----------------------------------------
 
-cdef Py_ssize_t check_record(const char *buf, Py_ssize_t avail, bint check_crc) noexcept nogil:
-    """Validate the record at ``buf`` as ``checkMessageAndReturnSize`` does, without
-    building anything: its size (> 0) when whole and consistent, 0 at an end-of-file
-    blank, -1 when it is not a whole record (bad magic, size, lengths or CRC)."""
+cdef Py_ssize_t record_layout(const char *rec, Py_ssize_t avail, RecordLayout *out) noexcept nogil:
+    """Validate the record at ``rec`` as ``checkMessageAndReturnSize`` does (magic, sizes,
+    every length inside the record, total == calMsgLength) and say where its variable
+    fields are. Returns its size (> 0), 0 at an end-of-file blank, -1 when the bytes are
+    not a whole, consistent record. Reads nothing beyond ``avail``."""
     cdef int32_t total, magic, sys_flag
-    cdef Py_ssize_t pos, body_len, topic_len, props_len, body_pos
+    cdef Py_ssize_t pos
     if avail < 8:
         return -1
-    total = pymq_get_i32(buf)
-    magic = pymq_get_i32(buf + 4)
+    total = pymq_get_i32(rec)
+    magic = pymq_get_i32(rec + 4)
     if magic == BLANK_MAGIC_CODE:
-        return 0 if total >= 8 and total <= avail else -1
+        return 0 if 8 <= total <= avail else -1
     if magic != MESSAGE_MAGIC_CODE or total < 91 or total > avail:
         return -1
-    sys_flag = pymq_get_i32(buf + 36)
-    pos = 48 + (IPV6_HOST_LENGTH if sys_flag & BORNHOST_V6_FLAG else IPV4_HOST_LENGTH) + 8
-    pos += (IPV6_HOST_LENGTH if sys_flag & STOREHOSTADDRESS_V6_FLAG else IPV4_HOST_LENGTH) + 12
+    sys_flag = pymq_get_i32(rec + 36)
+    out.sys_flag = sys_flag
+    pos = 48 + (IPV6_HOST_LENGTH if sys_flag & BORNHOST_V6_FLAG else IPV4_HOST_LENGTH)
+    out.store_timestamp = pymq_get_i64(rec + pos)
+    pos += 8 + (IPV6_HOST_LENGTH if sys_flag & STOREHOSTADDRESS_V6_FLAG else IPV4_HOST_LENGTH) + 12
     if pos + 4 > total:
         return -1
-    body_len = pymq_get_i32(buf + pos)
-    body_pos = pos + 4
-    if body_len < 0 or body_pos + body_len + 1 > total:
+    out.body_len = pymq_get_i32(rec + pos)
+    out.body_pos = pos + 4
+    if out.body_len < 0 or out.body_pos + out.body_len + 1 > total:
         return -1
-    pos = body_pos + body_len
-    topic_len = <int8_t>buf[pos]
-    if topic_len < 0 or pos + 1 + topic_len + 2 > total:
+    pos = out.body_pos + out.body_len
+    out.topic_len = <int8_t>rec[pos]
+    out.topic_pos = pos + 1
+    if out.topic_len < 0 or out.topic_pos + out.topic_len + 2 > total:
         return -1
-    pos += 1 + topic_len
-    props_len = pymq_get_i16(buf + pos)
-    if props_len < 0 or pos + 2 + props_len > total:
+    pos = out.topic_pos + out.topic_len
+    out.props_len = pymq_get_i16(rec + pos)
+    out.props_pos = pos + 2
+    if out.props_len < 0 or out.props_pos + out.props_len > total:
         return -1
-    if cal_msg_length(sys_flag, body_len, topic_len, props_len) != total:
+    if cal_msg_length(sys_flag, out.body_len, out.topic_len, out.props_len) != total:
         return -1
-    if check_crc and body_len > 0:
-        if body_crc32(buf + body_pos, body_len) != pymq_get_i32(buf + 8):
+    return total
+
+
+cdef Py_ssize_t check_record(const char *buf, Py_ssize_t avail, bint check_crc) noexcept nogil:
+    """``record_layout`` plus, when asked, the body CRC: the record's size when whole and
+    consistent, 0 at an end-of-file blank, -1 otherwise."""
+    cdef RecordLayout lay
+    cdef Py_ssize_t total = record_layout(buf, avail, &lay)
+    if total > 0 and check_crc and lay.body_len > 0:
+        if body_crc32(buf + lay.body_pos, lay.body_len) != pymq_get_i32(buf + 8):
             return -1
     return total
 

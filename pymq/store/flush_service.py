@@ -20,15 +20,12 @@ from .mapped_file_queue import MappedFileQueue
 from .service_thread import ServiceThread
 
 
-class FlushRealTimeService(ServiceThread):
-    """Periodic flush for ASYNC_FLUSH."""
+class PeriodicFlushService(ServiceThread):
+    """Every ``interval_ms``, flush what has at least ``least_pages`` dirty pages; every
+    ``thorough_interval_ms``, everything dirty; at shutdown, everything."""
 
-    name = "FlushRealTimeService"
-
-    def __init__(self, mapped_file_queue: MappedFileQueue, interval_ms: int, least_pages: int,
-                 thorough_interval_ms: int) -> None:
+    def __init__(self, interval_ms: int, least_pages: int, thorough_interval_ms: int) -> None:
         super().__init__(interval_ms / 1000.0)
-        self.mapped_file_queue = mapped_file_queue
         self.least_pages = least_pages
         self.thorough_interval_s = thorough_interval_ms / 1000.0
         self._last_thorough = time.monotonic()
@@ -39,7 +36,24 @@ class FlushRealTimeService(ServiceThread):
         if now - self._last_thorough >= self.thorough_interval_s:
             self._last_thorough = now
             pages = 0
-        self.mapped_file_queue.flush(pages)
+        self.flush(pages)
+
+    def flush(self, least_pages: int) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class FlushRealTimeService(PeriodicFlushService):
+    """Periodic commit-log flush for ASYNC_FLUSH (one segment per pass, as RocketMQ)."""
+
+    name = "FlushRealTimeService"
+
+    def __init__(self, mapped_file_queue: MappedFileQueue, interval_ms: int, least_pages: int,
+                 thorough_interval_ms: int) -> None:
+        super().__init__(interval_ms, least_pages, thorough_interval_ms)
+        self.mapped_file_queue = mapped_file_queue
+
+    def flush(self, least_pages: int) -> None:
+        self.mapped_file_queue.flush(least_pages)
 
     def on_shutdown(self) -> None:
         self.mapped_file_queue.flush_all()
@@ -104,26 +118,17 @@ class GroupCommitService(ServiceThread):
         self.mapped_file_queue.flush_all()
 
 
-class FlushConsumeQueueService(ServiceThread):
-    """Flushes the consume queues every ``interval_ms`` (least ``least_pages`` dirty pages;
-    everything every ``thorough_interval_ms``), and everything at shutdown."""
+class FlushConsumeQueueService(PeriodicFlushService):
+    """Periodic flush of every consume queue (RocketMQ's FlushConsumeQueueService)."""
 
     name = "FlushConsumeQueueService"
 
     def __init__(self, consume_queues, interval_ms: int, least_pages: int, thorough_interval_ms: int) -> None:
-        super().__init__(interval_ms / 1000.0)
+        super().__init__(interval_ms, least_pages, thorough_interval_ms)
         self.consume_queues = consume_queues
-        self.least_pages = least_pages
-        self.thorough_interval_s = thorough_interval_ms / 1000.0
-        self._last_thorough = time.monotonic()
 
-    def run_once(self) -> None:
-        pages = self.least_pages
-        now = time.monotonic()
-        if now - self._last_thorough >= self.thorough_interval_s:
-            self._last_thorough = now
-            pages = 0
-        self.consume_queues.flush(pages)
+    def flush(self, least_pages: int) -> None:
+        self.consume_queues.flush(least_pages)
 
     def on_shutdown(self) -> None:
         for cq in self.consume_queues.queues():

@@ -10,20 +10,10 @@ import pytest
 
 from pymq._core import layout, record
 from pymq.errors import CorruptRecordError
+from rocketmq_decoder import SAMPLE_RECORD
 
-# STORE_SPEC §1.8: topic TopicTest, queue 0, body "hello", TAGS=TagA, born 127.0.0.1:50000
-# at 1700000000000, stored at 1700000000123 on 127.0.0.1:10911, all offsets 0.
-SAMPLE_HEX = """
-00 00 00 72 DA A3 20 A7 36 10 A6 86 00 00 00 00
-00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
-00 00 00 00 00 00 00 00 00 00 01 8B CF E5 68 00
-7F 00 00 01 00 00 C3 50 00 00 01 8B CF E5 68 7B
-7F 00 00 01 00 00 2A 9F 00 00 00 00 00 00 00 00
-00 00 00 00 00 00 00 05 68 65 6C 6C 6F 09 54 6F
-70 69 63 54 65 73 74 00 09 54 41 47 53 01 54 61
-67 41
-"""
-SAMPLE = bytes.fromhex(SAMPLE_HEX)
+SAMPLE = SAMPLE_RECORD
+
 
 
 def encode_sample(**kw):
