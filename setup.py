@@ -42,6 +42,7 @@ EXTENSIONS = [
     ext("cq_unit"),
     ext("dispatch"),
     ext("reader"),
+    ext("index_file"),
 ]
 
 

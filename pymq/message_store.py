@@ -24,6 +24,7 @@ from pymq.store.allocate_service import AllocateMappedFileService
 from pymq.store.commit_log import CommitLog
 from pymq.store.consume_queue_store import ConsumeQueueStore
 from pymq.store.consumer_offsets import ConsumerOffsetManager, ConsumerOffsetPersistService
+from pymq.store.index_service import IndexService
 from pymq.store.flush_service import (FlushConsumeQueueService, FlushRealTimeService, GroupCommitRequest,
                                       GroupCommitService)
 from pymq.store.long_polling import MessageArrivingNotifier
@@ -79,14 +80,18 @@ class MessageStore:
         self.consume_queues = ConsumeQueueStore(root, cfg, self.commit_log)
         self.reader = MessageReader(self.commit_log, self.consume_queues, cfg)
         self.consumer_offsets = ConsumerOffsetManager(root)
+        self.index_service = IndexService(root, cfg, self.commit_log)
 
         self.commit_log.load()
         queues_whole = self.consume_queues.load()
+        self.index_service.load()
         self._recover()
         self.consumer_offsets.load()
 
         self.notifier = MessageArrivingNotifier()
         self.router = CqRouter(self.consume_queues.appender_for, cfg.delay_levels_ms())
+        if cfg.message_index_enable:
+            self.router.index_builder = self.index_service.builder
         self.reput_service = ReputMessageService(self.commit_log, self.router, self.notifier.notify)
         # After a clean exit, replay from where the queues end (RocketMQ's rule). After a
         # crash, or when queue files were damaged, queues may have lost entries behind
@@ -94,6 +99,8 @@ class MessageStore:
         # The checkpoint of the recovery issue will narrow this to the last flushed files.
         if self.last_exit_ok and queues_whole:
             reput_from = self.consume_queues.max_physic_offset()
+            if cfg.message_index_enable:      # an index behind the queues catches up too
+                reput_from = min(reput_from, self.index_service.end_phy_offset())
         else:
             reput_from = 0
         self.reput_service.reput_from_offset = max(reput_from, self.commit_log.get_min_offset(), 0)
@@ -115,6 +122,7 @@ class MessageStore:
         # Reads likewise: one compiled call per pull or lookup (same signatures).
         self.get_message = self.reader.get_message
         self.get_offset_in_queue_by_time = self.reader.get_offset_in_queue_by_time
+        self.query_message = self.index_service.querier.query_message
         self.flush_cq_service = FlushConsumeQueueService(
             self.consume_queues, cfg.flush_interval_consume_queue, cfg.flush_consume_queue_least_pages,
             cfg.flush_consume_queue_thorough_interval)
@@ -187,6 +195,8 @@ class MessageStore:
                 self.consumer_offsets.persist()
             self.allocate_service.shutdown()
             clean = self.reput_service.behind() == 0
+            self.index_service.flush()
+            self.index_service.shutdown()
             self.consume_queues.shutdown()
             self.commit_log.shutdown()
             if self._running and clean and os.path.exists(self._abort_path):
@@ -323,6 +333,15 @@ class MessageStore:
     def look_message_by_offset(self, commitlog_offset: int):
         """The message whose record starts at ``commitlog_offset``, or None."""
         return self.commit_log.look_message_by_offset(commitlog_offset)
+
+    def query_message(self, topic: str, key: str, max_num: int = 32, begin: int = 0,
+                      end: Optional[int] = None) -> list:
+        """Messages of ``topic`` whose key (a word of KEYS) or unique key (UNIQ_KEY) is
+        ``key``, stored between ``begin`` and ``end`` (ms, inclusive; ``end`` None means
+        no limit), newest first, at most ``min(max_num, max_msgs_num_batch)`` (64, as in
+        RocketMQ). Only real matches are returned: a key whose hash collides with another
+        never brings the other's messages."""
+        return self.index_service.querier.query_message(topic, key, max_num, begin, end)
 
     def view_message_by_id(self, msg_id: str):
         """The message with offset message id ``msg_id`` (store host + offset), or None

@@ -22,3 +22,8 @@ cdef struct DispatchRequest:
 
 cdef Py_ssize_t parse_request(const char *rec, Py_ssize_t avail, int64_t phys, DispatchRequest *out,
                               const int64_t *delay_ms, int max_delay_level) noexcept nogil
+
+
+cdef class DispatchSink:
+    """A consumer of dispatch requests besides the consume queues (the index)."""
+    cdef int accept(self, const char *base, int64_t file_from, DispatchRequest *reqs, Py_ssize_t n) except -1

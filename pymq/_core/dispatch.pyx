@@ -103,6 +103,17 @@ cdef Py_ssize_t parse_request(const char *rec, Py_ssize_t avail, int64_t phys, D
     return total
 
 
+cdef class DispatchSink:
+    """Receives each chunk of parsed records after the consume queues got theirs.
+
+    ``base`` is the start of the commit-log segment at offset ``file_from``; request ``i``
+    describes the record at ``base + reqs[i].commitlog_offset - file_from``.
+    """
+
+    cdef int accept(self, const char *base, int64_t file_from, DispatchRequest *reqs, Py_ssize_t n) except -1:
+        return 0
+
+
 cdef class CqRouter:
     """Routes dispatch requests to consume-queue appenders.
 
@@ -122,7 +133,7 @@ cdef class CqRouter:
     cdef int64_t delay_ms[64]
     cdef int max_delay_level
     cdef public dict arrived
-    cdef public object index_builder
+    cdef public DispatchSink index_builder
     cdef readonly long long dispatched
     cdef readonly long long skipped_transactions
 
@@ -228,7 +239,7 @@ def dispatch_segment(MappedFile seg, Py_ssize_t pos, Py_ssize_t end, CqRouter ro
             if n:
                 router.apply(base, file_from, reqs, n)
                 if router.index_builder is not None:
-                    router.index_builder.build(seg, chunk_start, pos)
+                    router.index_builder.accept(base, file_from, reqs, n)
                 count += n
             if size == 0:
                 state = "blank"

@@ -37,4 +37,5 @@ from .read import (BisectTimeLookup, LmdbCursorRead, PymqDispatch, PymqGetMessag
 from .runner import (WORKLOADS, Report, Row, add_arguments, assign_ratios, environment, format_report,
                      format_table, groups, main, measure, options_from_args, parse_args, run,
                      run_benchmarks, select_workloads, time_once, write_json)
+from .query import LmdbGet, PymqQueryMessage, SqliteSelect
 from .write import LmdbPutMulti, LmdbPutPerTxn, PymqPutMessage, PymqPutMessages, QueuelibPush

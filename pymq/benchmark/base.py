@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 import pymq
 
 TOPIC = "BenchTopic"
-PEERS = ("lmdb", "queuelib")
+PEERS = ("lmdb", "queuelib")   # pip-installed peers; sqlite3 and bisect come with Python
 _MiB = 1 << 20
 
 
@@ -35,6 +35,8 @@ class BenchOptions:
     commitlog_file_size: int | None = None  # None keeps StoreConfig's default (1 GiB)
     lookups: int = 200_000                # time_lookup: lookups per repeat
     lookup_queue_size: int = 1_000_000    # time_lookup: entries in the queue searched
+    queries: int = 100_000                # query_message: lookups per repeat
+    query_store_size: int = 1_000_000     # query_message: messages (distinct keys) stored
 
     @property
     def sync_flush(self) -> bool:

@@ -20,6 +20,7 @@ from pymq._version import __version__
 from .base import PEERS, BenchOptions, Workload, store_config
 from .read import (BisectTimeLookup, LmdbCursorRead, PymqDispatch, PymqGetMessage, PymqPutMessagesReference,
                    PymqTimeLookup, QueuelibPop)
+from .query import LmdbGet, PymqQueryMessage, SqliteSelect
 from .write import LmdbPutMulti, LmdbPutPerTxn, PymqPutMessage, PymqPutMessages, QueuelibPush
 
 #: Every workload, in output order; a group's pymq row comes first.
@@ -29,6 +30,7 @@ WORKLOADS: tuple[type[Workload], ...] = (
     PymqDispatch, PymqPutMessagesReference,
     PymqGetMessage, QueuelibPop, LmdbCursorRead,
     PymqTimeLookup, BisectTimeLookup,
+    PymqQueryMessage, LmdbGet, SqliteSelect,
 )
 
 
@@ -314,6 +316,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"time lookups per repeat (default {d.lookups:,})")
     add("--lookup-queue-size", type=_positive_int, default=d.lookup_queue_size, metavar="N",
         help=f"entries of the queue the time lookup searches (default {d.lookup_queue_size:,})")
+    add("--queries", type=_positive_int, default=d.queries, metavar="N",
+        help=f"key lookups per repeat (default {d.queries:,})")
+    add("--query-store-size", type=_positive_int, default=d.query_store_size, metavar="N",
+        help=f"messages with distinct keys in the queried stores (default {d.query_store_size:,})")
 
 
 def options_from_args(args: argparse.Namespace) -> BenchOptions:

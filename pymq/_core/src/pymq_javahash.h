@@ -40,6 +40,18 @@ static inline uint32_t pymq_utf8_next(const unsigned char *s, size_t n, size_t i
     return cp;
 }
 
+/* Continue a hash over more UTF-8 text: hash(a + b) == pymq_java_hash_utf8_from(hash(a), b). */
+static inline uint32_t pymq_java_hash_utf8_from(uint32_t h, const char *buf, size_t n) {
+    const unsigned char *s = (const unsigned char *)buf;
+    size_t i = 0, adv;
+    while (i < n) {
+        if (s[i] < 0x80) { h = 31u * h + s[i]; i++; continue; }
+        h = pymq_java_hash_cp(h, pymq_utf8_next(s, n, i, &adv));
+        i += adv;
+    }
+    return h;
+}
+
 static inline int32_t pymq_java_hash_utf8(const char *buf, size_t n) {
     const unsigned char *s = (const unsigned char *)buf;
     uint32_t h = 0;
