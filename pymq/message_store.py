@@ -29,6 +29,7 @@ from pymq.store.flush_service import (FlushConsumeQueueService, FlushRealTimeSer
                                       GroupCommitService)
 from pymq.store.long_polling import MessageArrivingNotifier
 from pymq.store.message_reader import MessageReader
+from pymq.store.refresh_service import RefreshService
 from pymq.store.reput_service import ReputMessageService
 from pymq.store.store_lock import StoreLock
 
@@ -50,18 +51,22 @@ class MessageStore:
 
     def __init__(self, path: str | os.PathLike, config: Optional[StoreConfig] = None,
                  read_only: bool = False) -> None:
-        if read_only:
-            raise StoreStateError("read_only opening is not available yet (see the recovery issue)")
         if config is not None and not isinstance(config, StoreConfig):
             raise TypeError(f"config must be a pymq.StoreConfig, not {type(config).__name__}")
         self.config = config if config is not None else StoreConfig()
         self.config.validate()
         self.store_path = os.path.abspath(os.fspath(path))
-        os.makedirs(self.store_path, exist_ok=True)
-        self._lock = StoreLock(self.store_path)
-        self._lock.acquire()
+        self.read_only = read_only
         self._running = False
         self._closed = False
+        self._lock = StoreLock(self.store_path)
+        if read_only:
+            if not os.path.isdir(os.path.join(self.store_path, "commitlog")):
+                raise StoreStateError(f"{self.store_path} holds no store (no commitlog/ directory)")
+            self._open_read_only()
+            return
+        os.makedirs(self.store_path, exist_ok=True)
+        self._lock.acquire()
         try:
             self._open()
         except BaseException:
@@ -107,6 +112,7 @@ class MessageStore:
         self.reput_service.do_reput()            # queues whole before the queue table is set
         self._recover_topic_queue_table()
 
+        self.refresh_service = None
         mfq = self.commit_log.mapped_file_queue
         self._sync_flush = cfg.sync_flush
         if self._sync_flush:
@@ -119,15 +125,48 @@ class MessageStore:
             # compiled appender's method itself (it type-checks its argument), sparing a
             # Python frame per message.
             self.put_message = self.commit_log.appender.put
-        # Reads likewise: one compiled call per pull or lookup (same signatures).
-        self.get_message = self.reader.get_message
-        self.get_offset_in_queue_by_time = self.reader.get_offset_in_queue_by_time
-        self.query_message = self.index_service.querier.query_message
+        self._bind_reads()
         self.flush_cq_service = FlushConsumeQueueService(
             self.consume_queues, cfg.flush_interval_consume_queue, cfg.flush_consume_queue_least_pages,
             cfg.flush_consume_queue_thorough_interval)
         self.offset_persist_service = ConsumerOffsetPersistService(
             self.consumer_offsets, cfg.flush_consumer_offset_interval)
+
+    def _bind_reads(self) -> None:
+        # Reads, like ASYNC puts: one compiled call per pull or lookup (same signatures).
+        self.get_message = self.reader.get_message
+        self.get_offset_in_queue_by_time = self.reader.get_offset_in_queue_by_time
+        self.query_message = self.index_service.querier.query_message
+
+    def _open_read_only(self) -> None:
+        """Map everything read-only and find how far it is written; no lock, no recovery,
+        no background writers. ``start()`` runs a RefreshService that follows the writer."""
+        cfg = self.config
+        root = self.store_path
+        self.last_exit_ok = True
+        self.allocate_service = None
+        self.commit_log = CommitLog(root, cfg, None, read_only=True)
+        self.commit_log.appender.set_writeable(False)
+        self.consume_queues = ConsumeQueueStore(root, cfg, self.commit_log, read_only=True)
+        self.reader = MessageReader(self.commit_log, self.consume_queues, cfg)
+        self.consumer_offsets = ConsumerOffsetManager(root)
+        self.index_service = IndexService(root, cfg, self.commit_log, read_only=True)
+        self.commit_log.load_read_only()
+        self.consume_queues.load_read_only()
+        self.index_service.load()
+        self.consumer_offsets.load()
+        self.notifier = MessageArrivingNotifier()
+        self.reput_service = None
+        self.refresh_service = RefreshService(self.commit_log, self.consume_queues, self.index_service,
+                                              self.notifier)
+        self._sync_flush = False
+        self._bind_reads()
+
+    def refresh(self) -> None:
+        """Read-only stores: catch up with what the writer appended since the last look
+        (the running store does this every few milliseconds on its own)."""
+        if self.refresh_service is not None:
+            self.refresh_service.refresh()
 
     def _recover(self) -> None:
         """Consume queues first, then the log; entries past the log's end are cut
@@ -160,6 +199,10 @@ class MessageStore:
             raise StoreStateError("the store was shut down; open a new MessageStore")
         if self._running:
             return self
+        if self.read_only:
+            self.refresh_service.start()
+            self._running = True
+            return self
         self.reput_service.start()
         self.flush_service.start()
         self.flush_cq_service.start()
@@ -182,6 +225,15 @@ class MessageStore:
         self._closed = True
         self.commit_log.appender.close()
         self.reader.close()
+        if self.read_only:
+            if self.refresh_service is not None:
+                self.refresh_service.shutdown()
+            self.notifier.notify_all()
+            self.index_service.shutdown()
+            self.consume_queues.shutdown()
+            self.commit_log.mapped_file_queue.shutdown()
+            self._running = False
+            return
         try:
             self.reput_service.shutdown()
             self.reput_service.do_reput()
@@ -358,8 +410,8 @@ class MessageStore:
         return self.commit_log.get_min_offset()
 
     def dispatch_behind_bytes(self) -> int:
-        """Bytes appended but not yet dispatched to the consume queues."""
-        return self.reput_service.behind()
+        """Bytes appended but not yet dispatched to the consume queues (0 when read-only)."""
+        return self.reput_service.behind() if self.reput_service is not None else 0
 
     def get_queue_offset_table(self) -> dict:
         """``{(topic, queue_id): next queue offset}`` (RocketMQ's topicQueueTable)."""
@@ -370,6 +422,8 @@ class MessageStore:
     def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         """Record that ``group`` consumed (topic, queue_id) up to ``offset`` (exclusive);
         persisted to ``config/consumerOffset.json`` every 5 s and at shutdown."""
+        if self.read_only:
+            raise StoreStateError("a read-only store cannot commit consumer offsets")
         self.consumer_offsets.commit_offset(group, topic, queue_id, offset)
 
     def query_offset(self, group: str, topic: str, queue_id: int) -> int:

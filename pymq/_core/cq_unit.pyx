@@ -82,7 +82,7 @@ cdef class CqAppender:
         cdef char *p
         if offset + size <= self.max_physic_offset:
             return 1
-        if (cur is not None and cur.base != NULL and cur.wrote + CQ_STORE_UNIT_SIZE <= cur.file_size
+        if (cur is not None and cur.base != NULL and cur.writable and cur.wrote + CQ_STORE_UNIT_SIZE <= cur.file_size
                 and cur.file_from_offset + cur.wrote == expect):
             p = cur.base + cur.wrote
             pymq_put_i64(p, offset)
@@ -111,6 +111,15 @@ def read_unit(MappedFile mf, Py_ssize_t pos):
     the readable end."""
     if mf.base == NULL or pos < 0 or pos + CQ_STORE_UNIT_SIZE > mf.wrote:
         return None
+    return (pymq_get_i64(mf.base + pos), pymq_get_i32(mf.base + pos + 8),
+            pymq_get_i64(mf.base + pos + 12))
+
+
+def read_unit_raw(MappedFile mf, Py_ssize_t pos):
+    """The entry at byte ``pos`` regardless of the wrote position (``(0, 0, 0)`` past the
+    file), for finding how far another process has written."""
+    if mf.base == NULL or pos < 0 or pos + CQ_STORE_UNIT_SIZE > mf.file_size:
+        return (0, 0, 0)
     return (pymq_get_i64(mf.base + pos), pymq_get_i32(mf.base + pos + 8),
             pymq_get_i64(mf.base + pos + 12))
 

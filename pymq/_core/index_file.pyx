@@ -125,6 +125,8 @@ cdef class IndexFile:
         self.index_num = index_num
         self.entries_pos = HEADER_SIZE + <Py_ssize_t>hash_slot_num * SLOT_SIZE
         mapped_file.set_positions(mapped_file.file_size)
+        if (end_phy_offset > 0 or end_timestamp > 0) and not mapped_file.writable:
+            raise ValueError("cannot seed a read-only index file")
         if end_phy_offset > 0:
             self._put64(16, end_phy_offset)
             self._put64(24, end_phy_offset)
@@ -187,6 +189,8 @@ cdef class IndexFile:
         cdef int32_t slot_value
         cdef Py_ssize_t slot_pos, entry_pos
         cdef int64_t begin_ts, diff
+        if not self.mapped_file.writable:
+            raise ValueError("the index file is mapped read-only")
         if count <= 0:
             count = 1
         if count >= self.index_num:

@@ -71,6 +71,38 @@ class CommitLog:
         self.appender.set_current(mfq.get_last_mapped_file())
         return process
 
+    def follow(self) -> int:
+        """Read-only stores: find how far another process has written, and return the max
+        offset. Whole records past the end of the segment being written are taken in; a
+        segment closed by its end-of-file blank leads to the next one. Segments the writer
+        only pre-allocated are not looked at until it moves into them."""
+        mfq = self.mapped_file_queue
+        while True:
+            for mf in mfq.mapped_files:
+                if not mf.is_full():
+                    pos, _count, blank = record.scan_segment(mf, mf.wrote_position, self.file_size, False)
+                    mf.wrote_position = self.file_size if blank else pos
+                    if not blank:
+                        return mfq.get_max_offset()
+            if mfq.follow(limit=1) == 0:
+                return mfq.get_max_offset()
+
+    def load_read_only(self) -> None:
+        """Map the segments for reading; segments before the third-last are taken as full
+        (closed by their blank), the rest are scanned, and pre-allocated ones dropped."""
+        mfq = self.mapped_file_queue
+        mfq.load()
+        files = mfq.mapped_files
+        for mf in files[max(0, len(files) - 3):]:
+            mf.set_positions(0)
+        for mf in files[max(0, len(files) - 3):]:
+            pos, _count, blank = record.scan_segment(mf, 0, self.file_size, False)
+            mf.wrote_position = self.file_size if blank else pos
+            if not blank:
+                mfq.keep_through(mf)
+                break
+        self.follow()
+
     def _roll(self, next_offset: int) -> MappedFile:
         return self.mapped_file_queue.create_mapped_file(next_offset)
 

@@ -19,7 +19,7 @@ import struct
 import threading
 from typing import Optional
 
-from pymq._core.cq_unit import CqAppender, offset_by_time, read_unit
+from pymq._core.cq_unit import CqAppender, offset_by_time, read_unit, read_unit_raw
 from pymq.errors import CorruptStoreError, SegmentSizeError
 from pymq.status import BoundaryType
 
@@ -110,6 +110,39 @@ class ConsumeQueue:
         mfq.flushed_where = process
         mfq.truncate_dirty_files(process)
         self.appender.set_state(mfq.get_last_mapped_file(), max_phy)
+
+    def follow(self) -> int:
+        """Read-only stores: find the entries another process appended (new files, whole
+        entries past each file's known end). Returns the queue's max offset."""
+        mfq = self.mapped_file_queue
+        mfq.follow()
+        for mf in mfq.mapped_files:
+            if mf.is_full():
+                continue
+            pos = mf.wrote_position
+            while pos + CQ_STORE_UNIT_SIZE <= self.file_size:
+                unit = read_unit_raw(mf, pos)
+                if unit[0] < 0 or unit[1] <= 0:
+                    break
+                pos += CQ_STORE_UNIT_SIZE
+            mf.wrote_position = pos
+            if pos < self.file_size:
+                break
+        return self.get_max_offset_in_queue()
+
+    def load_read_only(self) -> None:
+        mfq = self.mapped_file_queue
+        self.load()
+        files = mfq.mapped_files
+        for mf in files[max(0, len(files) - 3):]:
+            mf.set_positions(0)
+        self.follow()
+        first = mfq.get_first_mapped_file()
+        if first is not None:                  # a queue that starts past 0 (pre-filled blanks)
+            pos = 0
+            while pos + CQ_STORE_UNIT_SIZE <= first.wrote_position and read_unit_raw(first, pos)[1] == 0x7FFFFFFF:
+                pos += CQ_STORE_UNIT_SIZE
+            self.min_logic_offset = first.file_from_offset + pos if pos else 0
 
     def truncate_dirty_logic_files(self, phy_offset: int) -> None:
         """Drop entries pointing at or past ``phy_offset`` (``truncateDirtyLogicFiles``)."""

@@ -60,6 +60,37 @@ class ConsumeQueueStore:
                 whole = cq.load() and whole
         return whole
 
+    def load_read_only(self) -> None:
+        self.discover()
+
+    def discover(self) -> list:
+        """Read-only stores: load queues whose directories appeared; returns them."""
+        base = os.path.join(self.root, "consumequeue")
+        new = []
+        if not os.path.isdir(base):
+            return new
+        for topic in os.listdir(base):
+            tdir = os.path.join(base, topic)
+            if not os.path.isdir(tdir):
+                continue
+            for qname in os.listdir(tdir):
+                if not qname.isdigit() or (topic, int(qname)) in self._queues:
+                    continue
+                cq = self.find_consume_queue(topic, int(qname))
+                cq.load_read_only()
+                new.append(cq)
+        return new
+
+    def follow(self) -> dict:
+        """Read-only stores: ``{(topic, queue_id): max offset}`` of queues that grew."""
+        grown = {}
+        for cq in self.queues():
+            before = cq.get_max_offset_in_queue()
+            after = cq.follow()
+            if after > before:
+                grown[(cq.topic, cq.queue_id)] = after
+        return grown
+
     def recover(self) -> int:
         """Recover every queue; return the largest physical end any of them points at."""
         max_phy = -1

@@ -71,6 +71,25 @@ class IndexService:
         self.index_files = files
         self.builder.set_current(files[-1] if files else None)
 
+    def follow(self) -> None:
+        """Read-only stores: map index files another process created since the last look
+        (entries of known files are visible at once: the header counts them)."""
+        if not os.path.isdir(self.store_path):
+            return
+        known = {f.mapped_file.file_name for f in self.index_files}
+        added = []
+        for name in sorted(n for n in os.listdir(self.store_path) if n.isdigit()):
+            path = os.path.join(self.store_path, name)
+            if path in known:
+                continue
+            try:
+                mf = MappedFile(path, self.file_size, writable=False)
+            except Exception:
+                continue                         # being created; next time
+            added.append(IndexFile(mf, self.hash_slot_num, self.index_num))
+        if added:
+            self.index_files = self.index_files + added
+
     def _roll(self) -> IndexFile:
         """The file to write next: a new one after the last (full) file."""
         with self._lock:

@@ -68,6 +68,40 @@ class MappedFileQueue:
             raise
         self.mapped_files = files
 
+    def follow(self, limit: int = 1 << 30) -> int:
+        """Read-only stores: map (at most ``limit``) segments another process created since
+        the last look. Returns how many were added."""
+        if not os.path.isdir(self.store_path):
+            return 0
+        with self._lock:
+            files = self.mapped_files
+            nxt = files[-1].file_from_offset + self.file_size if files else None
+            names = sorted(n for n in os.listdir(self.store_path) if n.isdigit())
+            added = []
+            for name in names:
+                start = int(name)
+                if nxt is not None and start < nxt:
+                    continue
+                if (nxt is not None and start != nxt) or len(added) >= limit:
+                    break                       # a gap: wait until the writer fills it
+                mf = MappedFile(os.path.join(self.store_path, name), self.file_size,
+                                writable=not self.read_only)
+                added.append(mf)
+                nxt = start + self.file_size
+            if added:
+                self.mapped_files = files + added
+            return len(added)
+
+    def keep_through(self, mf: MappedFile) -> None:
+        """Unmap (not delete) the segments after ``mf`` (read-only stores)."""
+        with self._lock:
+            files = self.mapped_files
+            if mf in files:
+                i = files.index(mf)
+                for later in files[i + 1:]:
+                    later.close()
+                self.mapped_files = files[:i + 1]
+
     # -- access ----------------------------------------------------------------------------
 
     def get_first_mapped_file(self) -> Optional[MappedFile]:

@@ -1,0 +1,47 @@
+"""RefreshService: lets a read-only store follow the writer in another process.
+
+A read-only ``MessageStore`` holds no lock and runs no recovery; it maps every file
+read-only and finds how far each is written by scanning (whole records in the commit log,
+whole entries in the consume queues). This thread repeats that every few milliseconds,
+maps new segments, queues and index files, and wakes readers long-polling on queues that
+grew. Only whole records and entries count, so a reader never sees half a message.
+"""
+
+from __future__ import annotations
+
+import time
+
+from .service_thread import ServiceThread
+
+DISCOVER_INTERVAL_S = 0.05
+
+
+class RefreshService(ServiceThread):
+    """Follows another process's appends for a read-only store."""
+
+    name = "RefreshService"
+
+    def __init__(self, commit_log, consume_queues, index_service, notifier, interval_s: float = 0.002) -> None:
+        super().__init__(interval_s)
+        self.commit_log = commit_log
+        self.consume_queues = consume_queues
+        self.index_service = index_service
+        self.notifier = notifier
+        self._last_discover = 0.0
+
+    def refresh(self) -> dict:
+        """One pass; returns ``{(topic, queue_id): new max offset}`` of queues that grew."""
+        self.commit_log.follow()
+        grown = self.consume_queues.follow()
+        now = time.monotonic()
+        if now - self._last_discover >= DISCOVER_INTERVAL_S:
+            self._last_discover = now
+            for cq in self.consume_queues.discover():
+                grown[(cq.topic, cq.queue_id)] = cq.get_max_offset_in_queue()
+            self.index_service.follow()
+        if grown:
+            self.notifier.notify(grown)
+        return grown
+
+    def run_once(self) -> None:
+        self.refresh()
