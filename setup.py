@@ -43,6 +43,7 @@ EXTENSIONS = [
     ext("dispatch"),
     ext("reader"),
     ext("index_file"),
+    ext("columns"),
 ]
 
 

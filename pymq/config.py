@@ -52,6 +52,9 @@ class StoreConfig:
     # separators and NUL, not "." or "..", at most 127 UTF-8 bytes (v1's length byte).
     topic_validation: str = "strict"
     message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+    timer_max_delay_sec: int = 259_200            # timerMaxDelaySec (3 days); beyond: WHEEL_TIMER_MSG_ILLEGAL
+    timer_wheel_days: int = 7                     # the wheel covers twice this many days of 1 s slots
+    timer_log_file_size: int = 32 * _MiB          # mappedFileSizeTimerLog (RocketMQ: 100 MiB)
 
     # -- index, recovery, cleaning ------------------------------------------------------
     message_index_enable: bool = True

@@ -30,7 +30,10 @@ from pymq.store.flush_service import (FlushConsumeQueueService, FlushRealTimeSer
 from pymq.store.long_polling import MessageArrivingNotifier
 from pymq.store.message_reader import MessageReader
 from pymq.store.refresh_service import RefreshService
+from pymq.store.config_manager import ConfigPersistService
 from pymq.store.reput_service import ReputMessageService
+from pymq.store.schedule_service import ScheduleMessageService
+from pymq.store.timer_service import TimerMessageService
 from pymq.store.store_lock import StoreLock
 
 
@@ -82,6 +85,8 @@ class MessageStore:
         self.allocate_service = AllocateMappedFileService(warm=cfg.warm_mapped_file_enable)
         self.commit_log = CommitLog(root, cfg, self.allocate_service)
         self.commit_log.appender.set_writeable(False)
+        self.commit_log.appender.max_delay_level = len(cfg.delay_levels_ms())
+        self.commit_log.appender.timer_max_delay_ms = cfg.timer_max_delay_sec * 1000
         self.consume_queues = ConsumeQueueStore(root, cfg, self.commit_log)
         self.reader = MessageReader(self.commit_log, self.consume_queues, cfg)
         self.consumer_offsets = ConsumerOffsetManager(root)
@@ -93,11 +98,17 @@ class MessageStore:
         self._recover()
         self.consumer_offsets.load()
 
+        put = self.commit_log.appender.put
+        self.schedule_service = ScheduleMessageService(root, cfg.delay_levels_ms(), self.consume_queues,
+                                                       self.commit_log, put)
+        self.delay_offset_persist_service = ConfigPersistService(self.schedule_service.offsets,
+                                                                 cfg.flush_delay_offset_interval)
+        self.timer_service = TimerMessageService(root, cfg, self.consume_queues, self.commit_log, put)
         self.notifier = MessageArrivingNotifier()
         self.router = CqRouter(self.consume_queues.appender_for, cfg.delay_levels_ms())
         if cfg.message_index_enable:
             self.router.index_builder = self.index_service.builder
-        self.reput_service = ReputMessageService(self.commit_log, self.router, self.notifier.notify)
+        self.reput_service = ReputMessageService(self.commit_log, self.router, self._on_arrived)
         # After a clean exit, replay from where the queues end (RocketMQ's rule). After a
         # crash, or when queue files were damaged, queues may have lost entries behind
         # other queues' ends: replay the whole log (dispatch skips what is already there).
@@ -105,12 +116,14 @@ class MessageStore:
         if self.last_exit_ok and queues_whole:
             reput_from = self.consume_queues.max_physic_offset()
             if cfg.message_index_enable:      # an index behind the queues catches up too
-                reput_from = min(reput_from, self.index_service.end_phy_offset())
+                reput_from = min(reput_from, self.index_service.indexed_through())
         else:
             reput_from = 0
         self.reput_service.reput_from_offset = max(reput_from, self.commit_log.get_min_offset(), 0)
         self.reput_service.do_reput()            # queues whole before the queue table is set
         self._recover_topic_queue_table()
+        self.schedule_service.load()
+        self.timer_service.load()
 
         self.refresh_service = None
         mfq = self.commit_log.mapped_file_queue
@@ -131,6 +144,12 @@ class MessageStore:
             cfg.flush_consume_queue_thorough_interval)
         self.offset_persist_service = ConsumerOffsetPersistService(
             self.consumer_offsets, cfg.flush_consumer_offset_interval)
+
+    def _on_arrived(self, arrived: dict) -> None:
+        """The dispatcher extended these queues: wake readers and the delivery services."""
+        self.notifier.notify(arrived)
+        self.schedule_service.on_arrived(arrived)
+        self.timer_service.on_arrived(arrived)
 
     def _bind_reads(self) -> None:
         # Reads, like ASYNC puts: one compiled call per pull or lookup (same signatures).
@@ -207,6 +226,9 @@ class MessageStore:
         self.flush_service.start()
         self.flush_cq_service.start()
         self.offset_persist_service.start()
+        self.schedule_service.start()
+        self.delay_offset_persist_service.start()
+        self.timer_service.start()
         with open(self._abort_path, "wb"):
             pass
         self._running = True
@@ -225,6 +247,11 @@ class MessageStore:
         self._closed = True
         self.commit_log.appender.close()
         self.reader.close()
+        if not self.read_only and self._running:
+            # deliveries write through the appender: stop them before it closes
+            self.timer_service.shutdown()
+            self.schedule_service.shutdown()
+            self.delay_offset_persist_service.shutdown()
         if self.read_only:
             if self.refresh_service is not None:
                 self.refresh_service.shutdown()
@@ -245,6 +272,9 @@ class MessageStore:
             else:
                 self.commit_log.mapped_file_queue.flush_all()
                 self.consumer_offsets.persist()
+                self.schedule_service.offsets.persist()
+                self.timer_service.persist()
+            self.timer_service.close()
             self.allocate_service.shutdown()
             clean = self.reput_service.behind() == 0
             self.index_service.flush()

@@ -52,6 +52,13 @@ cdef object MESSAGE_ILLEGAL = PutMessageStatus.MESSAGE_ILLEGAL
 cdef object PROPERTIES_SIZE_EXCEEDED = PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
 cdef object SERVICE_NOT_AVAILABLE = PutMessageStatus.SERVICE_NOT_AVAILABLE
 cdef object CREATE_MAPEDFILE_FAILED = PutMessageStatus.CREATE_MAPEDFILE_FAILED
+cdef object WHEEL_TIMER_MSG_ILLEGAL = PutMessageStatus.WHEEL_TIMER_MSG_ILLEGAL
+
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"          # TopicValidator.RMQ_SYS_SCHEDULE_TOPIC
+TIMER_TOPIC = "rmq_sys_wheel_timer"             # TimerMessageStore.TIMER_TOPIC (5.x)
+# topics only the store itself writes to (TopicValidator's not-allowed-send set and 5.x's timer)
+NOT_ALLOWED_SEND_TOPICS = frozenset({SCHEDULE_TOPIC, TIMER_TOPIC, "RMQ_SYS_TRANS_HALF_TOPIC",
+                                     "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC"})
 
 # Copies (and CRCs) at least this large run with the GIL released.
 cdef enum:
@@ -303,6 +310,8 @@ cdef class CommitLogAppender:
     cdef int64_t month_start
     cdef int64_t next_month
     cdef readonly long long put_count
+    cdef public int max_delay_level
+    cdef public long long timer_max_delay_ms
 
     def __cinit__(self):
         self.lock = PyThread_allocate_lock()
@@ -324,6 +333,8 @@ cdef class CommitLogAppender:
         self.topics = {}
         self._writeable = True
         self.closed = False
+        self.max_delay_level = 18
+        self.timer_max_delay_ms = 259200 * 1000      # timerMaxDelaySec
         self._init_uniq()
 
     cdef _init_uniq(self):
@@ -355,6 +366,30 @@ cdef class CommitLogAppender:
         tq = TopicQueues(topic.encode("utf-8"))
         self.topics[topic] = tq
         return tq
+
+    cdef TopicQueues _system_topic(self, str topic):
+        cdef TopicQueues tq = self.topics.get(topic)
+        if tq is None:
+            tq = TopicQueues(topic.encode("utf-8"))
+            self.topics[topic] = tq
+        return tq
+
+    cdef object _timer_deliver_ms(self, Message msg, int64_t now):
+        """When a timer message is due (RocketMQ 5's TIMER_DELAY_SEC, TIMER_DELAY_MS,
+        TIMER_DELIVER_MS properties, in that priority, or ``deliver_time_ms``); None for
+        an ordinary message. Raises ValueError for a property that is not a number."""
+        props = msg._properties
+        if props:
+            v = props.get("TIMER_DELAY_SEC")
+            if v is not None:
+                return now + int(v) * 1000
+            v = props.get("TIMER_DELAY_MS")
+            if v is not None:
+                return now + int(v)
+            v = props.get("TIMER_DELIVER_MS")
+            if v is not None:
+                return int(v)
+        return msg.deliver_time_ms
 
     def get_queue_offset(self, str topic, int queue_id) -> int:
         """Next queue offset of (topic, queue_id), 0 if unknown."""
@@ -546,6 +581,7 @@ cdef class CommitLogAppender:
         cdef str why
         cdef bint big
         cdef int64_t now
+        cdef int queue_id, level
 
         if not self._writeable or self.closed:
             return failed(SERVICE_NOT_AVAILABLE, "the store is not writeable")
@@ -554,11 +590,42 @@ cdef class CommitLogAppender:
             return failed(MESSAGE_ILLEGAL, validate_topic(msg._topic, "strict" if self.strict_topics else "utf8"))
         if msg.queue_id < 0:
             return failed(MESSAGE_ILLEGAL, "queue_id must be >= 0")
+        if msg._topic in NOT_ALLOWED_SEND_TOPICS:
+            return failed(MESSAGE_ILLEGAL, f"{msg._topic} is written by the store only")
         r = PutMessageResult.__new__(PutMessageResult)
         now = now_ms()
+        queue_id = msg.queue_id
+        tx = msg.sys_flag & TRANSACTION_TYPE_MASK
         props_init(&props)
         try:
             msg.write_properties(&props)
+            if tx != TRANSACTION_PREPARED_TYPE and tx != TRANSACTION_ROLLBACK_TYPE:
+                # RocketMQ's put-time transforms: a delay level goes to SCHEDULE_TOPIC_XXXX
+                # (queue level-1), a timer message to rmq_sys_wheel_timer; both keep their
+                # real topic and queue in REAL_TOPIC / REAL_QID
+                if msg.delay_level > 0:
+                    level = min(msg.delay_level, self.max_delay_level)
+                    props_add_str(&props, "REAL_TOPIC", msg._topic)
+                    props_add_str(&props, "REAL_QID", str(queue_id))
+                    props_add_str(&props, "DELAY", str(level))
+                    tq = self._system_topic(SCHEDULE_TOPIC)
+                    queue_id = level - 1
+                else:
+                    try:
+                        deliver = self._timer_deliver_ms(msg, now)
+                    except (TypeError, ValueError):
+                        return failed(WHEEL_TIMER_MSG_ILLEGAL, "a TIMER_* property is not a number")
+                    if deliver is not None and deliver > now:
+                        if deliver - now > self.timer_max_delay_ms:
+                            return failed(WHEEL_TIMER_MSG_ILLEGAL,
+                                          f"timer delay above {self.timer_max_delay_ms // 1000} s")
+                        if msg.deliver_time_ms is not None and not (msg._properties and "TIMER_DELIVER_MS" in msg._properties):
+                            props_add_str(&props, "TIMER_DELIVER_MS", str(msg.deliver_time_ms))
+                        props_add_str(&props, "TIMER_OUT_MS", str(deliver))
+                        props_add_str(&props, "REAL_TOPIC", msg._topic)
+                        props_add_str(&props, "REAL_QID", str(queue_id))
+                        tq = self._system_topic(TIMER_TOPIC)
+                        queue_id = 0
             if msg._properties is None or "UNIQ_KEY" not in msg._properties:
                 self._add_uniq(&props, now, r)
             else:
@@ -584,7 +651,7 @@ cdef class CommitLogAppender:
             f.born_host_len = PyBytes_GET_SIZE(born_host)
             f.store_host = PyBytes_AS_STRING(self.store_host)
             f.store_host_len = PyBytes_GET_SIZE(self.store_host)
-            f.queue_id = msg.queue_id
+            f.queue_id = queue_id
             f.flag = msg.flag
             f.reconsume_times = 0
             f.prepared_transaction_offset = 0
@@ -599,7 +666,6 @@ cdef class CommitLogAppender:
                     f.body_crc = body_crc32(f.body, f.body_len)
             else:
                 f.body_crc = body_crc32(f.body, f.body_len)
-            tx = f.sys_flag & TRANSACTION_TYPE_MASK
 
             self._acquire()
             try:
@@ -614,7 +680,7 @@ cdef class CommitLogAppender:
                 if tx == TRANSACTION_PREPARED_TYPE or tx == TRANSACTION_ROLLBACK_TYPE:
                     f.queue_offset = 0
                 else:
-                    f.queue_offset = tq.get(msg.queue_id)
+                    f.queue_offset = tq.get(queue_id)
                 if big:
                     cur.pin()
                     with nogil:
@@ -625,7 +691,7 @@ cdef class CommitLogAppender:
                 cur.wrote += total
                 cur.store_timestamp = f.store_timestamp
                 if not (tx == TRANSACTION_PREPARED_TYPE or tx == TRANSACTION_ROLLBACK_TYPE):
-                    tq.set(msg.queue_id, f.queue_offset + 1)
+                    tq.set(queue_id, f.queue_offset + 1)
                 self.put_count += 1
             finally:
                 PyThread_release_lock(self.lock)
@@ -682,6 +748,8 @@ cdef class CommitLogAppender:
         tq = self._topic(first._topic)
         if tq is None:
             return failed(MESSAGE_ILLEGAL, validate_topic(first._topic, "strict" if self.strict_topics else "utf8"))
+        if first._topic in NOT_ALLOWED_SEND_TOPICS:
+            return failed(MESSAGE_ILLEGAL, f"{first._topic} is written by the store only")
         topic_b = tq.encoded
         if PyBytes_GET_SIZE(self.store_host) == 20:
             sys_flag_hosts |= STOREHOSTADDRESS_V6_FLAG

@@ -34,6 +34,7 @@ cdef extern from "pymq_javahash.h" nogil:
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 cdef const char *SCHEDULE_TOPIC_C = b"SCHEDULE_TOPIC_XXXX"
+cdef const char *TIMER_TOPIC_C = b"rmq_sys_wheel_timer"
 
 cdef enum:
     CHUNK = 1024
@@ -44,6 +45,19 @@ cdef inline bint _name_is(const char *p, Py_ssize_t n, const char *name, Py_ssiz
     return n == m and memcmp(p, name, m) == 0
 
 
+cdef inline int64_t _parse_digits(const char *p, Py_ssize_t n) noexcept nogil:
+    """A non-negative decimal number of at most 18 digits, or -1."""
+    cdef int64_t v = 0
+    cdef Py_ssize_t i
+    if n <= 0 or n > 18:
+        return -1
+    for i in range(n):
+        if p[i] < 48 or p[i] > 57:
+            return -1
+        v = v * 10 + (p[i] - 48)
+    return v
+
+
 cdef Py_ssize_t parse_request(const char *rec, Py_ssize_t avail, int64_t phys, DispatchRequest *out,
                               const int64_t *delay_ms, int max_delay_level) noexcept nogil:
     """Validate and describe the record at ``rec``: its size (> 0), 0 at a blank, -1 when
@@ -52,7 +66,7 @@ cdef Py_ssize_t parse_request(const char *rec, Py_ssize_t avail, int64_t phys, D
     cdef Py_ssize_t total = record_layout(rec, avail, &lay)
     cdef Py_ssize_t s, e, k, end, i
     cdef const char *tags = NULL
-    cdef Py_ssize_t tags_len = 0, delay_pos = -1, delay_len = 0
+    cdef Py_ssize_t tags_len = 0, delay_pos = -1, delay_len = 0, timer_pos = -1, timer_len = 0
     cdef int64_t level
     if total <= 0:
         return total
@@ -87,15 +101,17 @@ cdef Py_ssize_t parse_request(const char *rec, Py_ssize_t avail, int64_t phys, D
             elif _name_is(rec + s, k - s, b"DELAY", 5):
                 delay_pos = k + 1
                 delay_len = e - k - 1
+            elif _name_is(rec + s, k - s, b"TIMER_OUT_MS", 12):
+                timer_pos = k + 1
+                timer_len = e - k - 1
         s = e + 1
     out.tags_code = pymq_java_hash_utf8(tags, tags_len) if tags_len > 0 else 0
+    if timer_pos >= 0 and lay.topic_len == 19 and memcmp(rec + lay.topic_pos, TIMER_TOPIC_C, 19) == 0:
+        level = _parse_digits(rec + timer_pos, timer_len)     # the due time, in ms
+        if level > 0:
+            out.tags_code = level
     if delay_pos >= 0 and lay.topic_len == 19 and memcmp(rec + lay.topic_pos, SCHEDULE_TOPIC_C, 19) == 0:
-        level = 0
-        for i in range(delay_pos, delay_pos + delay_len):
-            if rec[i] < 48 or rec[i] > 57 or level > 100000000:
-                level = -1
-                break
-            level = level * 10 + (rec[i] - 48)
+        level = _parse_digits(rec + delay_pos, delay_len)
         if level > 0:
             if level > max_delay_level:
                 level = max_delay_level

@@ -240,7 +240,9 @@ cdef class IndexFile:
         """Walk the chain of ``key_hash`` newest first, appending matches to ``out[n:]``
         (``max_num`` at most in all); returns the new count."""
         cdef char *base = self._base()
-        cdef int32_t count = self.index_count
+        # entry numbers are 1 .. indexCount-1 (RocketMQ also accepts a link equal to
+        # indexCount); never beyond the file, whatever a damaged header says
+        cdef int32_t count = min(self.index_count, self.index_num - 1)
         cdef int32_t slot_value, nxt, prev, diff, h
         cdef int64_t phy, time_read, begin_ts = pymq_get_i64(base)
         cdef Py_ssize_t pos, steps = 0, j, rel

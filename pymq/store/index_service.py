@@ -116,6 +116,16 @@ class IndexService:
         files = self.index_files
         return files[-1].end_phy_offset if files else 0
 
+    def indexed_through(self) -> int:
+        """Commit-log offset just past the last record indexed (0 with no index): where a
+        replay that only the index needs would start."""
+        files = self.index_files
+        if not files or files[-1].index_count <= 1:
+            return files[-1].end_phy_offset if files else 0
+        end = files[-1].end_phy_offset
+        raw = self.commit_log.get_message_bytes(end)
+        return end + len(raw) if raw is not None else end
+
     # -- queries -----------------------------------------------------------------------------
 
     def query_offsets(self, topic: str, key: str, max_num: int, begin: int, end: int) -> list[int]:

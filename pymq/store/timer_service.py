@@ -1,0 +1,281 @@
+"""TimerMessageService: delivery at any millisecond (RocketMQ 5's timer messages).
+
+A message put with ``deliver_time_ms`` (or the TIMER_DELAY_SEC / TIMER_DELAY_MS /
+TIMER_DELIVER_MS properties) is stored in ``rmq_sys_wheel_timer`` queue 0 with
+``TIMER_OUT_MS`` = its due time, which the dispatcher makes its consume-queue tagsCode.
+This service takes those entries in (enqueue) and writes each message to its real topic
+when due (deliver).
+
+On disk, RocketMQ-5-like::
+
+    timerwheel       slots of 32 bytes: second i64 | first i64 | last i64 | num i32 | magic i32
+                     slot = second % (2 * timer_wheel_days * 86400); a slot whose second is not
+                     the one asked for is empty (its bucket was delivered weeks ago)
+    timerlog/        append-only 32-byte units: prev i64 | due ms i64 | commitlog offset i64 |
+                     size i32 | magic i32; ``prev`` chains the units of one second backwards
+    config/timerCheckpoint.json
+                     {"enqueueOffset": next timer-queue offset to take in,
+                      "second": the second being delivered, "delivered": [offsets done in it]}
+
+Enqueue appends a unit and links it into the slot of its second. Delivery walks the
+slot of the current second, sorts its units by due time, writes each to its real topic
+at its millisecond, then moves to the next second. The service sleeps until the next due
+millisecond or until the dispatcher reports a new timer message, so the cost of pending
+messages is nil until their second comes: millions can wait without being scanned.
+
+Exactly once in the normal case: the checkpoint is written every
+``flush_delay_offset_interval`` ms and at shutdown, with the offsets already delivered in
+the current second. After a crash, messages enqueued or delivered since the last
+checkpoint are taken in again and delivered again (at least once; duplicates of one
+second are dropped before delivery, so only messages delivered before the crash repeat).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+import time
+from typing import Callable, Optional
+
+from pymq._core.mapped_file import MappedFile
+from pymq._core.message import Message
+
+from .config_manager import ConfigManager, dumps_fastjson, loads_fastjson
+from .mapped_file_queue import MappedFileQueue
+from .service_thread import ServiceThread
+
+log = logging.getLogger("pymq")
+
+TIMER_TOPIC = "rmq_sys_wheel_timer"
+SLOT = struct.Struct(">qqqii")
+UNIT = struct.Struct(">qqqii")
+UNIT_SIZE = 32
+MAGIC_DEFAULT = 1
+_DROP_ON_DELIVERY = ("REAL_TOPIC", "REAL_QID", "TIMER_DELAY_SEC", "TIMER_DELAY_MS")
+
+
+class TimerCheckpoint(ConfigManager):
+    """``config/timerCheckpoint.json``: enqueue progress and delivery progress."""
+
+    def __init__(self, root_dir: str) -> None:
+        super().__init__()
+        self.root_dir = root_dir
+        self.enqueue_offset = 0
+        self.second = -1
+        self.delivered: set[int] = set()
+
+    def config_file_path(self) -> str:
+        return os.path.join(self.root_dir, "config", "timerCheckpoint.json")
+
+    def encode(self, pretty: bool = True) -> str:
+        with self._lock:
+            return dumps_fastjson({"enqueueOffset": self.enqueue_offset, "second": self.second,
+                                   "delivered": sorted(self.delivered)}, pretty)
+
+    def decode(self, text: str) -> None:
+        doc = loads_fastjson(text)
+        if not isinstance(doc, dict) or not isinstance(doc.get("delivered", []), list):
+            raise ValueError("not a timer checkpoint")
+        with self._lock:
+            self.enqueue_offset = int(doc.get("enqueueOffset", 0))
+            self.second = int(doc.get("second", -1))
+            self.delivered = {int(x) for x in doc.get("delivered", [])}
+            self._mark_changed()
+
+    def update(self, **fields) -> None:
+        with self._lock:
+            for k, v in fields.items():
+                setattr(self, k, v)
+            self._mark_changed()
+
+
+def convert_message(msg, enqueue_ms: int, dequeue_ms: int) -> Message:
+    """The message to write to the real topic (5.x ``convertMessage``): REAL_TOPIC and
+    REAL_QID restored and removed, TIMER_ENQUEUE_MS / TIMER_DEQUEUE_MS added; relative
+    timer properties removed so the delivered message is not delayed again."""
+    props = dict(msg.properties)
+    topic, qid = props["REAL_TOPIC"], int(props["REAL_QID"])
+    for name in _DROP_ON_DELIVERY:
+        props.pop(name, None)
+    props["TIMER_ENQUEUE_MS"] = str(enqueue_ms)
+    props["TIMER_DEQUEUE_MS"] = str(dequeue_ms)
+    return Message(topic, msg.body, properties=props, queue_id=qid, flag=msg.flag,
+                   born_timestamp=msg.born_timestamp, born_host=msg.born_host, sys_flag=msg.sys_flag & 0xC)
+
+
+class TimerMessageService(ServiceThread):
+    """Takes timer messages in and delivers each at its millisecond."""
+
+    name = "TimerMessageService"
+
+    def __init__(self, store_root: str, config, consume_queues, commit_log,
+                 put: Callable[[Message], object]) -> None:
+        super().__init__(1.0)
+        self.persist_interval_s = config.flush_delay_offset_interval / 1000.0
+        self._last_persist = time.monotonic()
+        self.root = store_root
+        self.slots_total = 2 * config.timer_wheel_days * 86400
+        self.consume_queues = consume_queues
+        self.commit_log = commit_log
+        self.put = put
+        self.checkpoint = TimerCheckpoint(store_root)
+        self.timer_log = MappedFileQueue(os.path.join(store_root, "timerlog"), config.timer_log_file_size)
+        self.wheel: Optional[MappedFile] = None
+        self.delivered = 0
+        self._wait_s = 1.0
+        self._due: list = []            # sorted (due ms, offset, size) of the current second
+        self._due_second = None
+
+    # -- files -------------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Open the wheel, log and checkpoint if this store ever had timer messages."""
+        if os.path.exists(os.path.join(self.root, "timerwheel")):
+            self._open_files()
+        self.checkpoint.load()
+        if self.checkpoint.second < 0:
+            self.checkpoint.update(second=int(time.time()) - 1)
+
+    def _open_files(self) -> None:
+        path = os.path.join(self.root, "timerwheel")
+        self.wheel = MappedFile(path, self.slots_total * SLOT.size, create=True)
+        self.wheel.set_positions(self.wheel.file_size)
+        self.timer_log.load()
+        files = self.timer_log.mapped_files
+        if files:                        # units are whole or zero: find the end of the last file
+            last = files[-1]
+            pos = 0
+            while pos + UNIT_SIZE <= last.file_size and UNIT.unpack(last.read(pos, UNIT_SIZE))[4] == MAGIC_DEFAULT:
+                pos += UNIT_SIZE
+            last.set_positions(pos)
+
+    def _slot(self, second: int) -> tuple[int, int, int]:
+        if self.wheel is None:
+            return (-1, -1, 0)
+        pos = (second % self.slots_total) * SLOT.size
+        sec, first, last, num, _magic = SLOT.unpack(self.wheel.read(pos, SLOT.size))
+        return (first, last, num) if sec == second else (-1, -1, 0)
+
+    def _enqueue_unit(self, due_ms: int, offset: int, size: int) -> None:
+        if self.wheel is None:
+            self._open_files()
+        # a second already delivered will not be walked again: a late unit joins the current one
+        second = max(due_ms // 1000, self.checkpoint.second)
+        first, last, num = self._slot(second)
+        mf = self.timer_log.get_last_mapped_file(0, need_create=True)
+        pos = mf.file_from_offset + mf.wrote_position
+        mf.append_message(UNIT.pack(last, due_ms, offset, size, MAGIC_DEFAULT))
+        self.wheel.write_at((second % self.slots_total) * SLOT.size,
+                            SLOT.pack(second, first if first >= 0 else pos, pos, num + 1, 0))
+        if second == self._due_second:
+            self._due_second = None      # the current second got a new unit: re-read it
+
+    def _units(self, second: int) -> list:
+        """The units of ``second``, by due time, duplicates (a re-enqueue) dropped."""
+        _first, pos, num = self._slot(second)
+        seen, out = set(), []
+        steps = 0
+        while pos >= 0 and steps < num:
+            mf = self.timer_log.find_mapped_file_by_offset(pos)
+            if mf is None:
+                break
+            prev, due, offset, size, magic = UNIT.unpack(mf.read(pos - mf.file_from_offset, UNIT_SIZE))
+            if magic != MAGIC_DEFAULT:
+                break
+            if offset not in seen:
+                seen.add(offset)
+                out.append((due, offset, size))
+            pos, steps = prev, steps + 1
+        out.sort()
+        return out
+
+    # -- the two halves ----------------------------------------------------------------------
+
+    def enqueue(self) -> int:
+        """Take in the timer queue's new entries; returns how many."""
+        cq = self.consume_queues.find_consume_queue(TIMER_TOPIC, 0, create=False)
+        if cq is None:
+            return 0
+        offset = max(self.checkpoint.enqueue_offset, cq.get_min_offset_in_queue())
+        high = cq.get_max_offset_in_queue()
+        n = 0
+        while offset < high:
+            unit = cq.get_unit(offset)
+            if unit is None:
+                break
+            phy, size, due = unit
+            self._enqueue_unit(due, phy, size)
+            offset += 1
+            n += 1
+        if n:
+            self.checkpoint.update(enqueue_offset=offset)
+        return n
+
+    def deliver_due(self) -> Optional[int]:
+        """Deliver what is due; return the ms time of the next due message or second."""
+        cp = self.checkpoint
+        while not self.stopped:
+            now = int(time.time() * 1000)
+            second = cp.second
+            if second * 1000 > now:
+                return second * 1000
+            if self._due_second != second:
+                self._due = self._units(second)
+                self._due_second = second
+            for due, offset, size in self._due:
+                if offset in cp.delivered:
+                    continue
+                now = int(time.time() * 1000)
+                if due > now:
+                    return due
+                msg = self.commit_log.look_message_by_offset(offset)
+                if msg is None or "REAL_TOPIC" not in msg.properties:
+                    log.warning("timer: no message at %d; skipped", offset)
+                else:
+                    r = self.put(convert_message(msg, msg.store_timestamp, now))
+                    if not r.is_ok():
+                        log.warning("timer: delivery put failed (%s); retrying", r.status.name)
+                        return now + 100
+                    self.delivered += 1
+                with cp._lock:
+                    cp.delivered.add(offset)
+                    cp._mark_changed()
+            # close a second only once it is over: until then new messages may still be due in it
+            if (second + 1) * 1000 > int(time.time() * 1000):
+                return (second + 1) * 1000
+            cp.update(second=second + 1, delivered=set())
+            self._due_second = None
+        return None
+
+    def run_once(self) -> None:
+        self.enqueue()
+        nxt = self.deliver_due()
+        self._wait_s = 1.0 if nxt is None else max(0.0, (nxt - time.time() * 1000) / 1000.0)
+        if time.monotonic() - self._last_persist >= self.persist_interval_s:
+            self._last_persist = time.monotonic()
+            self.persist()
+
+    def persist(self) -> None:
+        """Flush the log and wheel, then write the checkpoint that describes them."""
+        if self.wheel is not None:
+            self.timer_log.flush_all()
+            self.wheel.flushed_position = 0     # written anywhere: sync the whole wheel
+            self.wheel.flush(0)
+        if self.checkpoint.dirty:
+            self.checkpoint.persist()
+
+    def wait_for_running(self, timeout_s: float) -> None:
+        super().wait_for_running(min(timeout_s, self._wait_s))
+
+    def on_arrived(self, arrived: dict) -> None:
+        if (TIMER_TOPIC, 0) in arrived:
+            self.wakeup()
+
+    def on_shutdown(self) -> None:
+        self.persist()
+
+    def close(self) -> None:
+        self.timer_log.shutdown()
+        if self.wheel is not None:
+            self.wheel.close()
