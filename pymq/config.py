@@ -130,3 +130,45 @@ def parse_delay_levels(spec: str) -> list[int]:
             raise PymqError(f"bad delay level {item!r} in message_delay_level {spec!r}")
         out.append(value * unit)
     return out
+
+
+SIZE_FIELDS = ("commitlog_file_size", "consume_queue_entries", "index_hash_slots", "index_max_entries")
+
+
+def sizes_path(store_path: str) -> str:
+    """``config/storeSizes.json``: the file sizes a store was last opened for writing with."""
+    import os
+    return os.path.join(store_path, "config", "storeSizes.json")
+
+
+def save_sizes(store_path: str, config: "StoreConfig") -> None:
+    """Record ``config``'s file sizes with the store (atomically), so that readers that
+    open it without a config (the CLI, Spark executors) map its files right."""
+    import json
+    import os
+    path = sizes_path(store_path)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    data = json.dumps({f: getattr(config, f) for f in SIZE_FIELDS}, indent=1).encode()
+    try:
+        with open(path, "rb") as f:
+            if f.read() == data:
+                return
+    except FileNotFoundError:
+        pass
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def config_for_store(store_path: str) -> StoreConfig:
+    """RocketMQ's defaults with the file sizes recorded in the store, if any."""
+    import json
+    try:
+        with open(sizes_path(store_path)) as f:
+            sizes = json.load(f)
+        return StoreConfig(**{k: int(v) for k, v in sizes.items() if k in SIZE_FIELDS})
+    except (FileNotFoundError, ValueError, TypeError, PymqError):
+        return StoreConfig()

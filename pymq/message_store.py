@@ -16,11 +16,12 @@ from typing import Optional
 from pymq._core.dispatch import CqRouter
 from pymq._core.message import Message
 from pymq._core.record import decode_message_id
-from pymq.config import StoreConfig
+from pymq.config import StoreConfig, config_for_store, save_sizes
 from pymq.errors import StoreStateError
 from pymq.results import GetMessageResult
 from pymq.status import BoundaryType, PutMessageStatus
 from pymq.store.allocate_service import AllocateMappedFileService
+from pymq.store.checkpoint import StoreCheckpoint
 from pymq.store.commit_log import CommitLog
 from pymq.store.consume_queue_store import ConsumeQueueStore
 from pymq.store.consumer_offsets import ConsumerOffsetManager, ConsumerOffsetPersistService
@@ -56,9 +57,10 @@ class MessageStore:
                  read_only: bool = False) -> None:
         if config is not None and not isinstance(config, StoreConfig):
             raise TypeError(f"config must be a pymq.StoreConfig, not {type(config).__name__}")
-        self.config = config if config is not None else StoreConfig()
-        self.config.validate()
         self.store_path = os.path.abspath(os.fspath(path))
+        # without a config, the file sizes the store was written with (config/storeSizes.json)
+        self.config = config if config is not None else config_for_store(self.store_path)
+        self.config.validate()
         self.read_only = read_only
         self._running = False
         self._closed = False
@@ -71,6 +73,7 @@ class MessageStore:
         os.makedirs(self.store_path, exist_ok=True)
         self._lock.acquire()
         try:
+            save_sizes(self.store_path, self.config)
             self._open()
         except BaseException:
             self._lock.release()
@@ -92,10 +95,12 @@ class MessageStore:
         self.consumer_offsets = ConsumerOffsetManager(root)
         self.index_service = IndexService(root, cfg, self.commit_log)
 
+        self.checkpoint = StoreCheckpoint(root)
+        self.index_service.checkpoint = self.checkpoint
         self.commit_log.load()
         queues_whole = self.consume_queues.load()
         self.index_service.load()
-        self._recover()
+        replay_from = self._recover()
         self.consumer_offsets.load()
 
         put = self.commit_log.appender.put
@@ -109,16 +114,16 @@ class MessageStore:
         if cfg.message_index_enable:
             self.router.index_builder = self.index_service.builder
         self.reput_service = ReputMessageService(self.commit_log, self.router, self._on_arrived)
-        # After a clean exit, replay from where the queues end (RocketMQ's rule). After a
-        # crash, or when queue files were damaged, queues may have lost entries behind
-        # other queues' ends: replay the whole log (dispatch skips what is already there).
-        # The checkpoint of the recovery issue will narrow this to the last flushed files.
-        if self.last_exit_ok and queues_whole:
-            reput_from = self.consume_queues.max_physic_offset()
-            if cfg.message_index_enable:      # an index behind the queues catches up too
-                reput_from = min(reput_from, self.index_service.indexed_through())
-        else:
+        # Where dispatch resumes: after a clean exit, where the queues end (RocketMQ's
+        # rule); after a crash, where recovery began (the checkpoint's segment). An index
+        # behind that catches up too; damaged queue files mean a replay of the whole log.
+        # Dispatch skips what queues and index already hold.
+        if not queues_whole:
             reput_from = 0
+        else:
+            reput_from = self.consume_queues.max_physic_offset() if replay_from is None else replay_from
+            if cfg.message_index_enable:
+                reput_from = min(reput_from, self.index_service.indexed_through())
         self.reput_service.reput_from_offset = max(reput_from, self.commit_log.get_min_offset(), 0)
         self.reput_service.do_reput()            # queues whole before the queue table is set
         self._recover_topic_queue_table()
@@ -129,11 +134,11 @@ class MessageStore:
         mfq = self.commit_log.mapped_file_queue
         self._sync_flush = cfg.sync_flush
         if self._sync_flush:
-            self.flush_service = GroupCommitService(mfq)
+            self.flush_service = GroupCommitService(mfq, self.checkpoint)
         else:
             self.flush_service = FlushRealTimeService(
                 mfq, cfg.flush_interval_commitlog, cfg.flush_commitlog_least_pages,
-                cfg.flush_commitlog_thorough_interval)
+                cfg.flush_commitlog_thorough_interval, self.checkpoint)
             # The hot path: with nothing to wait for after the append, put_message is the
             # compiled appender's method itself (it type-checks its argument), sparing a
             # Python frame per message.
@@ -141,7 +146,8 @@ class MessageStore:
         self._bind_reads()
         self.flush_cq_service = FlushConsumeQueueService(
             self.consume_queues, cfg.flush_interval_consume_queue, cfg.flush_consume_queue_least_pages,
-            cfg.flush_consume_queue_thorough_interval)
+            cfg.flush_consume_queue_thorough_interval, self.checkpoint,
+            lambda: self.router.last_store_timestamp)
         self.offset_persist_service = ConsumerOffsetPersistService(
             self.consumer_offsets, cfg.flush_consumer_offset_interval)
 
@@ -187,16 +193,27 @@ class MessageStore:
         if self.refresh_service is not None:
             self.refresh_service.refresh()
 
-    def _recover(self) -> None:
-        """Consume queues first, then the log; entries past the log's end are cut
-        (``DefaultMessageStore.recover`` with ``recoverNormally``)."""
-        max_phy_of_queues = self.consume_queues.recover()
+    def _recover(self):
+        """Consume queues first, then the log (RocketMQ's order). After a clean exit the
+        last segments are rescanned (``recoverNormally``); after a crash the walk starts at
+        the checkpoint (``recoverAbnormally``). Queue entries and index files past the
+        recovered end are cut. Returns where a crash recovery's replay starts, or None."""
         cfg = self.config
-        process = self.commit_log.recover_normally(check_crc=cfg.check_crc_on_recover and not self.last_exit_ok)
+        max_phy_of_queues = self.consume_queues.recover()
+        replay_from = None
+        if self.last_exit_ok:
+            process = self.commit_log.recover_normally(check_crc=cfg.check_crc_on_recover)
+        else:
+            cp = self.checkpoint
+            min_ts = (cp.min_timestamp_index() if cfg.message_index_enable and cfg.message_index_safe
+                      else cp.min_timestamp())
+            process, replay_from = self.commit_log.recover_abnormally(min_ts, cfg.check_crc_on_recover)
         if not self.commit_log.mapped_file_queue.mapped_files:
             self.consume_queues.destroy_all()
         elif max_phy_of_queues >= process:
             self.consume_queues.truncate_dirty(process)
+        self.index_service.truncate(process)
+        return replay_from
 
     def _recover_topic_queue_table(self) -> None:
         appender = self.commit_log.appender
@@ -278,6 +295,14 @@ class MessageStore:
             self.allocate_service.shutdown()
             clean = self.reput_service.behind() == 0
             self.index_service.flush()
+            last = self.router.last_store_timestamp or self.checkpoint.physic_msg_timestamp
+            if clean and last:
+                cp = self.checkpoint
+                cp.physic_msg_timestamp = max(cp.physic_msg_timestamp, last)
+                cp.logics_msg_timestamp = last
+                cp.index_msg_timestamp = last
+            self.checkpoint.flush()
+            self.checkpoint.close()
             self.index_service.shutdown()
             self.consume_queues.shutdown()
             self.commit_log.shutdown()

@@ -460,14 +460,18 @@ def test_lock_is_released_by_shutdown(tmp_path):
 
 # -- a damaged directory ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("new_size", [FILE_SIZE - 1, FILE_SIZE + 4096, 0])
-def test_segment_of_wrong_size_raises_segment_size_error(tmp_path, new_size):
+@pytest.mark.parametrize("which,new_size", [("middle", FILE_SIZE - 1), ("middle", 0),
+                                            ("last", FILE_SIZE + 4096), ("middle", FILE_SIZE + 4096)])
+def test_segment_of_wrong_size_raises_segment_size_error(tmp_path, which, new_size):
+    """A segment of the wrong length that recovery cannot repair (a short one in the middle,
+    any too long one) is refused with a clear error naming the file and both sizes."""
     path = tmp_path / "store"
     with pymq.MessageStore(path, small_config()) as s:
-        for i in range(3):
+        for i in range(5):
             s.put_message(pymq.Message(topic="T", body=b"x" * 30000))
-    seg = path / "commitlog" / f"{FILE_SIZE:020d}"
-    assert seg.exists()
+    segs = sorted((path / "commitlog").iterdir())
+    assert len(segs) == 3
+    seg = segs[1] if which == "middle" else segs[-1]
     os.truncate(seg, new_size)
     with pytest.raises(pymq.SegmentSizeError) as info:
         pymq.MessageStore(path, small_config())
@@ -477,6 +481,32 @@ def test_segment_of_wrong_size_raises_segment_size_error(tmp_path, new_size):
     os.truncate(seg, FILE_SIZE)
     with pymq.MessageStore(path, small_config()) as s:
         assert s.look_message_by_offset(0).body == b"x" * 30000
+
+
+@pytest.mark.parametrize("cut", [1, 4096, FILE_SIZE - 100, FILE_SIZE])
+def test_short_last_segment_is_recovered(tmp_path, cut):
+    """A last segment cut short (damage: segments are allocated whole) is extended back and
+    recovery keeps exactly the whole records before the cut; writing continues."""
+    path = tmp_path / "store"
+    with pymq.MessageStore(path, small_config()) as s:
+        rs = [s.put_message(pymq.Message(topic="T", body=b"%d" % i + b"x" * 20000)) for i in range(5)]
+    last = sorted((path / "commitlog").iterdir())[-1]
+    start = int(last.name)
+    new_size = FILE_SIZE - cut
+    os.truncate(last, new_size)
+    keep = [r for r in rs if r.commitlog_offset + r.wrote_bytes <= start + new_size]
+    with pymq.MessageStore(path, small_config()) as s:
+        assert os.path.getsize(last) == FILE_SIZE
+        in_last = [r for r in keep if r.commitlog_offset >= start]
+        # with no whole record left in it, the log ends where the last segment begins (the
+        # segment before is closed by its end-of-file blank)
+        expected_end = max(r.commitlog_offset + r.wrote_bytes for r in in_last) if in_last else start
+        assert s.get_max_phy_offset() == expected_end
+        for r in keep:
+            assert s.look_message_by_offset(r.commitlog_offset) is not None
+        assert s.get_max_offset_in_queue("T", 0) == len(keep)
+        r = s.put_message(pymq.Message(topic="T", body=b"after"))
+        assert r.is_ok() and r.queue_offset == len(keep)
 
 
 # -- disk full --------------------------------------------------------------------------------------

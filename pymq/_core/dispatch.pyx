@@ -152,6 +152,7 @@ cdef class CqRouter:
     cdef public DispatchSink index_builder
     cdef readonly long long dispatched
     cdef readonly long long skipped_transactions
+    cdef public long long last_store_timestamp      # of the newest record dispatched
 
     def __init__(self, resolve, delay_levels_ms=()):
         """``delay_levels_ms[i]`` is the delay of level ``i + 1`` in ms."""
@@ -216,6 +217,8 @@ cdef class CqRouter:
             prev_next = r.queue_offset + 1
         if prev is not None:
             self.arrived[prev_key] = prev_next
+        if n:
+            self.last_store_timestamp = reqs[n - 1].store_timestamp
         self.dispatched += n
         return 0
 

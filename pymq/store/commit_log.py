@@ -19,6 +19,7 @@ from pymq._core import record
 from pymq._core.appender import CommitLogAppender
 from pymq._core.mapped_file import MappedFile
 from pymq.config import StoreConfig
+from pymq.errors import CorruptRecordError
 
 from .allocate_service import AllocateMappedFileService
 from .mapped_file_queue import MappedFileQueue
@@ -41,6 +42,44 @@ class CommitLog:
 
     def load(self) -> None:
         self.mapped_file_queue.load()
+
+    def recover_abnormally(self, min_timestamp: int, check_crc: bool = True) -> tuple[int, int]:
+        """Recovery after a crash (``recoverAbnormally``): start at the newest segment whose
+        first record is a v1 record stored no later than ``min_timestamp`` (segment 0 when
+        none is), walk whole, CRC-checked records from there, and cut the log at the first
+        position that does not hold one. Returns (end of the log, where the walk started):
+        everything from the start is dispatched again."""
+        mfq = self.mapped_file_queue
+        files = mfq.mapped_files
+        if not files:
+            mfq.flushed_where = 0
+            self.appender.set_current(None)
+            return 0, 0
+        index = 0
+        for i in range(len(files) - 1, -1, -1):
+            try:
+                m = record.read_message(files[i], 0)
+            except CorruptRecordError:
+                m = None
+            ts = m.store_timestamp if m is not None else 0
+            if ts != 0 and ts <= min_timestamp:
+                index = i
+                break
+        start = files[index].file_from_offset
+        process = start
+        while index < len(files):
+            mf = files[index]
+            pos, _count, blank = record.scan_segment(mf, 0, self.file_size, check_crc)
+            if blank:
+                process = mf.file_from_offset + self.file_size
+                index += 1
+                continue
+            process = mf.file_from_offset + pos
+            break
+        mfq.flushed_where = process
+        mfq.truncate_dirty_files(process)
+        self.appender.set_current(mfq.get_last_mapped_file())
+        return process, start
 
     def recover_normally(self, check_crc: bool = False) -> int:
         """Find the end of the log after a clean shutdown and cut anything after it.

@@ -48,12 +48,16 @@ class FlushRealTimeService(PeriodicFlushService):
     name = "FlushRealTimeService"
 
     def __init__(self, mapped_file_queue: MappedFileQueue, interval_ms: int, least_pages: int,
-                 thorough_interval_ms: int) -> None:
+                 thorough_interval_ms: int, checkpoint=None) -> None:
         super().__init__(interval_ms, least_pages, thorough_interval_ms)
         self.mapped_file_queue = mapped_file_queue
+        self.checkpoint = checkpoint
 
     def flush(self, least_pages: int) -> None:
-        self.mapped_file_queue.flush(least_pages)
+        mfq = self.mapped_file_queue
+        mfq.flush(least_pages)
+        if least_pages == 0 and self.checkpoint is not None and mfq.store_timestamp:
+            self.checkpoint.physic_msg_timestamp = mfq.store_timestamp
 
     def on_shutdown(self) -> None:
         self.mapped_file_queue.flush_all()
@@ -86,9 +90,10 @@ class GroupCommitService(ServiceThread):
 
     name = "GroupCommitService"
 
-    def __init__(self, mapped_file_queue: MappedFileQueue) -> None:
+    def __init__(self, mapped_file_queue: MappedFileQueue, checkpoint=None) -> None:
         super().__init__(0.010)
         self.mapped_file_queue = mapped_file_queue
+        self.checkpoint = checkpoint
         self._lock = threading.Lock()
         self._requests: list[GroupCommitRequest] = []
 
@@ -112,6 +117,8 @@ class GroupCommitService(ServiceThread):
                 mfq.flush(0)
                 ok = mfq.flushed_where >= req.next_offset
             req.complete(ok)
+        if self.checkpoint is not None and mfq.store_timestamp:
+            self.checkpoint.physic_msg_timestamp = mfq.store_timestamp
 
     def on_shutdown(self) -> None:
         self.run_once()
@@ -123,12 +130,21 @@ class FlushConsumeQueueService(PeriodicFlushService):
 
     name = "FlushConsumeQueueService"
 
-    def __init__(self, consume_queues, interval_ms: int, least_pages: int, thorough_interval_ms: int) -> None:
+    def __init__(self, consume_queues, interval_ms: int, least_pages: int, thorough_interval_ms: int,
+                 checkpoint=None, last_dispatched=None) -> None:
         super().__init__(interval_ms, least_pages, thorough_interval_ms)
         self.consume_queues = consume_queues
+        self.checkpoint = checkpoint
+        self.last_dispatched = last_dispatched   # () -> store time of the newest dispatched record
 
     def flush(self, least_pages: int) -> None:
+        # as RocketMQ: take the time before flushing, record it once the queues are on disk
+        logics = self.last_dispatched() if self.last_dispatched is not None else 0
         self.consume_queues.flush(least_pages)
+        if least_pages == 0 and self.checkpoint is not None:
+            if logics > 0:
+                self.checkpoint.logics_msg_timestamp = logics
+            self.checkpoint.flush()
 
     def on_shutdown(self) -> None:
         for cq in self.consume_queues.queues():

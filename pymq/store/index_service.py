@@ -45,6 +45,7 @@ class IndexService:
         self.commit_log = commit_log
         self.read_only = read_only
         self.index_files: list[IndexFile] = []
+        self.checkpoint = None                  # set by the store (StoreCheckpoint)
         self._lock = threading.Lock()
         self.builder = IndexBuilder(None, self._roll)
         self.builder.enabled = config.message_index_enable
@@ -63,8 +64,10 @@ class IndexService:
             try:
                 mf = MappedFile(path, self.file_size, writable=not self.read_only)
             except Exception as e:      # a wrong size: the index is rebuilt from the log
-                log.warning("index file %s unusable (%s); deleting it", path, e)
-                if not self.read_only:
+                if self.read_only:
+                    log.warning("index file %s unusable (%s); not read", path, e)
+                else:
+                    log.warning("index file %s unusable (%s); deleting it", path, e)
                     os.remove(path)
                 continue
             files.append(IndexFile(mf, self.hash_slot_num, self.index_num))
@@ -108,8 +111,31 @@ class IndexService:
                           prev.end_timestamp if prev is not None else 0)
             self.index_files = self.index_files + [f]
             if prev is not None:
-                threading.Thread(target=prev.flush, name="pymq-FlushIndexFile", daemon=True).start()
+                threading.Thread(target=self._flush_full, args=(prev,), name="pymq-FlushIndexFile",
+                                 daemon=True).start()
             return f
+
+    def truncate(self, phy_offset: int) -> int:
+        """Delete the newest files that index records at or past ``phy_offset`` (cut by
+        recovery); the replay rebuilds their entries. Returns how many were deleted."""
+        n = 0
+        while self.index_files and self.index_files[-1].end_phy_offset >= phy_offset > 0:
+            f = self.index_files[-1]
+            self.index_files = self.index_files[:-1]
+            f.mapped_file.destroy()
+            n += 1
+        if phy_offset == 0:
+            n = len(self.index_files)
+            self.destroy()
+        self.builder.set_current(self.index_files[-1] if self.index_files else None)
+        return n
+
+    def _flush_full(self, f: IndexFile) -> None:
+        """Flush a full file, then record its end time in the checkpoint (RocketMQ)."""
+        f.flush()
+        if self.checkpoint is not None:
+            self.checkpoint.index_msg_timestamp = f.end_timestamp
+            self.checkpoint.flush()
 
     def end_phy_offset(self) -> int:
         """Commit-log offset of the last record indexed (0 with no index)."""

@@ -9,6 +9,7 @@ taking the lock.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from typing import Optional
@@ -17,6 +18,8 @@ from pymq._core.mapped_file import MappedFile, offset_to_file_name
 from pymq.errors import CorruptStoreError
 
 from .allocate_service import AllocateMappedFileService
+
+log = logging.getLogger("pymq")
 
 
 class MappedFileQueue:
@@ -51,6 +54,14 @@ class MappedFileQueue:
                 if n.endswith(".tmp") and n[:-4].isdigit():
                     os.remove(os.path.join(self.store_path, n))
         names = sorted(n for n in listing if n.isdigit())
+        if names and not self.read_only:
+            last = os.path.join(self.store_path, names[-1])
+            size = os.path.getsize(last)
+            if size < self.file_size:
+                # a short last segment is damage (segments are allocated whole): give it its
+                # length back so recovery can cut at the last whole record in it
+                log.warning("%s is %d bytes, not %d: extending it for recovery", last, size, self.file_size)
+                os.truncate(last, self.file_size)
         files = []
         try:
             for name in names:

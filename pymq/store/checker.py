@@ -1,0 +1,224 @@
+"""StoreChecker: verify a store without changing it (``pymq check``).
+
+Opened read-only (no lock, no recovery), it checks:
+
+* the commit log: segment sizes and names, every record whole with a matching body CRC,
+  every full segment closed by its end-of-file blank;
+* the consume queues: every entry points at a whole record of its topic and queue, with
+  the entry's size, queue offset and tagsCode (Java hash of TAGS, or the due time in the
+  schedule and timer topics);
+* the index files: header counts within bounds, every chain link pointing to an older
+  entry, every entry pointing at a whole record that has a key hashing to the entry's hash;
+* the ``abort`` marker (a writer running or crashed) and the checkpoint.
+
+Each finding is a :class:`Problem`; the report says what was checked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import struct
+from typing import Callable, Optional
+
+from pymq._core import record
+from pymq._core.cq_unit import read_unit
+from pymq._core.index_file import index_file_size
+from pymq.config import StoreConfig, config_for_store
+from pymq.errors import PymqError
+
+_UNIT_SCHEDULE = ("SCHEDULE_TOPIC_XXXX", "rmq_sys_wheel_timer")
+
+
+@dataclasses.dataclass
+class Problem:
+    """One finding: ``kind`` (commitlog, consumequeue, index, store), where, what."""
+
+    kind: str
+    where: str
+    detail: str
+
+
+@dataclasses.dataclass
+class CheckReport:
+    path: str
+    problems: list[Problem] = dataclasses.field(default_factory=list)
+    records: int = 0
+    segments: int = 0
+    queues: int = 0
+    queue_entries: int = 0
+    index_files: int = 0
+    index_entries: int = 0
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def add(self, kind: str, where: str, detail: str) -> None:
+        self.problems.append(Problem(kind, where, detail))
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self) | {"ok": self.ok}
+
+
+def infer_config(path: str, base: Optional[StoreConfig] = None) -> StoreConfig:
+    """A config whose file sizes match the store's files: those recorded in
+    ``config/storeSizes.json``, and the commit-log segment size and consume-queue entries
+    per file read off the files themselves (a store written by RocketMQ has no record)."""
+    cfg = dataclasses.replace(base) if base is not None else config_for_store(path)
+    cl = os.path.join(path, "commitlog")
+    names = sorted(n for n in os.listdir(cl) if n.isdigit()) if os.path.isdir(cl) else []
+    if len(names) > 1:
+        cfg.commitlog_file_size = int(names[1]) - int(names[0])
+    elif names:
+        cfg.commitlog_file_size = os.path.getsize(os.path.join(cl, names[0]))
+    cq = os.path.join(path, "consumequeue")
+    if os.path.isdir(cq):
+        for topic in os.listdir(cq):
+            for qid in os.listdir(os.path.join(cq, topic)):
+                files = sorted(n for n in os.listdir(os.path.join(cq, topic, qid)) if n.isdigit())
+                if files:
+                    cfg.consume_queue_entries = os.path.getsize(os.path.join(cq, topic, qid, files[0])) // 20
+                    return cfg
+    return cfg
+
+
+class StoreChecker:
+    """Checks the store at ``path``; ``config`` gives the file sizes (inferred if None)."""
+
+    def __init__(self, path: str, config: Optional[StoreConfig] = None,
+                 progress: Optional[Callable[[str, int, int], None]] = None) -> None:
+        self.path = os.path.abspath(path)
+        self.config = config or infer_config(self.path)
+        self.progress = progress or (lambda stage, done, total: None)
+
+    def run(self) -> CheckReport:
+        from pymq.message_store import MessageStore    # the checker is a client of the store
+
+        report = CheckReport(self.path)
+        if not os.path.isdir(os.path.join(self.path, "commitlog")):
+            raise PymqError(f"{self.path} holds no store (no commitlog/ directory)")
+        if os.path.exists(os.path.join(self.path, "abort")):
+            report.notes.append("abort marker present: a writer is running, or crashed (recovery will run)")
+        try:
+            store = MessageStore(self.path, self.config, read_only=True)
+        except PymqError as e:
+            report.add("store", self.path, f"cannot be opened: {e}")
+            return report
+        try:
+            self._check_commit_log(store, report)
+            self._check_queues(store, report)
+            self._check_index(store, report)
+        finally:
+            store.shutdown()
+        return report
+
+    # -- commit log --------------------------------------------------------------------------
+
+    def _check_commit_log(self, store, report: CheckReport) -> None:
+        files = store.commit_log.mapped_file_queue.mapped_files
+        fs = store.commit_log.file_size
+        report.segments = len(files)
+        for i, mf in enumerate(files):
+            self.progress("commitlog", i, len(files))
+            name = os.path.basename(mf.file_name)
+            pos, count, blank = record.scan_segment(mf, 0, fs, True)
+            report.records += count
+            last = i == len(files) - 1
+            if not blank and not last:
+                report.add("commitlog", name, f"no whole record (or bad CRC) at position {pos}; "
+                           "the segment is not closed by its end-of-file blank")
+            elif last and not blank:
+                tail = mf.read(pos, min(8, fs - pos))
+                if tail.strip(b"\0") and pos < fs:
+                    report.add("commitlog", name, f"bytes after the last whole record at position {pos} "
+                               "(a torn record, damage or garbage)")
+
+    # -- consume queues ----------------------------------------------------------------------
+
+    def _check_queues(self, store, report: CheckReport) -> None:
+        cl = store.commit_log
+        queues = store.consume_queues.queues()
+        report.queues = len(queues)
+        for qi, cq in enumerate(queues):
+            self.progress("consumequeue", qi, len(queues))
+            where = f"{cq.topic}/{cq.queue_id}"
+            low, high = cq.get_min_offset_in_queue(), cq.get_max_offset_in_queue()
+            for index in range(low, high):
+                unit = cq.get_unit(index)
+                if unit is None:
+                    report.add("consumequeue", where, f"entry {index} unreadable")
+                    break
+                phy, size, tags_code = unit
+                if size == 0x7FFFFFFF:               # pre-filled blank of a queue started past 0
+                    continue
+                report.queue_entries += 1
+                try:
+                    m = cl.look_message_by_offset(phy)
+                except PymqError as e:
+                    m, why = None, str(e)
+                else:
+                    why = "no record there"
+                if m is None:
+                    report.add("consumequeue", where, f"entry {index} points at {phy}: {why}")
+                    continue
+                bad = []
+                if m.store_size != size:
+                    bad.append(f"size {size} != record {m.store_size}")
+                if m.topic != cq.topic or m.queue_id != cq.queue_id:
+                    bad.append(f"record is {m.topic}/{m.queue_id}")
+                if m.queue_offset != index:
+                    bad.append(f"record queue offset {m.queue_offset}")
+                if cq.topic not in _UNIT_SCHEDULE:
+                    want = record.java_hash_code(m.tags) if m.tags else 0
+                    if tags_code != want:
+                        bad.append(f"tagsCode {tags_code} != hash of {m.tags!r} ({want})")
+                if bad:
+                    report.add("consumequeue", where, f"entry {index} ({phy}): " + "; ".join(bad))
+
+    # -- index -------------------------------------------------------------------------------
+
+    def _check_index(self, store, report: CheckReport) -> None:
+        cfg = self.config
+        d = os.path.join(self.path, "index")
+        names = sorted(n for n in os.listdir(d) if n.isdigit()) if os.path.isdir(d) else []
+        size = index_file_size(cfg.index_hash_slots, cfg.index_max_entries)
+        report.index_files = len(names)
+        cl = store.commit_log
+        for fi, name in enumerate(names):
+            self.progress("index", fi, len(names))
+            path = os.path.join(d, name)
+            if os.path.getsize(path) != size:
+                report.add("index", name, f"{os.path.getsize(path)} bytes, expected {size} for "
+                           f"{cfg.index_hash_slots} slots and {cfg.index_max_entries} entries (pass the sizes)")
+                continue
+            with open(path, "rb") as f:
+                data = f.read()
+            slots, entries = cfg.index_hash_slots, cfg.index_max_entries
+            count = struct.unpack_from(">i", data, 36)[0]
+            count = max(count, 1)
+            if count > entries:
+                report.add("index", name, f"indexCount {count} > {entries} entries")
+                count = entries
+            base = 40 + slots * 4
+            for slot in range(slots):
+                v = struct.unpack_from(">i", data, 40 + slot * 4)[0]
+                if v < 0 or v >= max(count, 2) and v != 0 and v > count:
+                    report.add("index", name, f"slot {slot} points at entry {v}, beyond {count - 1}")
+            for n in range(1, count):
+                h, phy, diff, prev = struct.unpack_from(">iqii", data, base + n * 20)
+                report.index_entries += 1
+                if prev < 0 or prev >= n:
+                    report.add("index", name, f"entry {n} links to {prev} (must be older: 0..{n - 1})")
+                m = None
+                try:
+                    m = cl.look_message_by_offset(phy)
+                except PymqError:
+                    pass
+                if m is None:
+                    report.add("index", name, f"entry {n} points at {phy}: no record there")
+                    continue
+                keys = list(m.keys or []) + ([m.uniq_key] if m.uniq_key else [])
+                if h not in {record.index_key_hash(f"{m.topic}#{k}") for k in keys}:
+                    report.add("index", name, f"entry {n}: hash {h} matches no key of the record at {phy}")
