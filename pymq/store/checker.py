@@ -123,15 +123,26 @@ class StoreChecker:
         for i, mf in enumerate(files):
             self.progress("commitlog", i, len(files))
             name = os.path.basename(mf.file_name)
-            pos, count, blank = record.scan_segment(mf, 0, fs, True)
-            report.records += count
             last = i == len(files) - 1
+            pos, blank = 0, False
+            while True:
+                pos, count, blank = record.scan_segment(mf, pos, fs, True)
+                report.records += count
+                if blank or pos >= fs:
+                    break
+                whole = record.read_record_bytes(mf, pos) if pos + 8 <= mf.wrote_position else None
+                if whole is None:
+                    break
+                # structurally whole, so the body CRC is what failed: report it, go on
+                report.add("commitlog", name, f"body CRC mismatch in the record at offset "
+                           f"{mf.file_from_offset + pos}")
+                pos += len(whole)
             if not blank and not last:
-                report.add("commitlog", name, f"no whole record (or bad CRC) at position {pos}; "
+                report.add("commitlog", name, f"no whole record at position {pos}; "
                            "the segment is not closed by its end-of-file blank")
-            elif last and not blank:
+            elif last and not blank and pos < fs:
                 tail = mf.read(pos, min(8, fs - pos))
-                if tail.strip(b"\0") and pos < fs:
+                if tail.strip(b"\0"):
                     report.add("commitlog", name, f"bytes after the last whole record at position {pos} "
                                "(a torn record, damage or garbage)")
 
