@@ -14,6 +14,20 @@ Sub-commands
 ``check``
     Verify a store without changing it: records and CRCs, consume queues against the log,
     index chains. Exit code 1 when damage was found.
+``topic-list``, ``topic-status -t TOPIC``
+    Topics; per queue of a topic its min and max offset and last update (mqadmin's
+    topicList / topicStatus).
+``query-msg-by-key -t TOPIC -k KEY``, ``query-msg-by-id -i MSGID``,
+``query-msg-by-offset -t TOPIC -q QID -o OFFSET``
+    Find messages by business key or unique key, offset message id, or queue offset.
+``print-msg -t TOPIC [-q QID] [-b BEGIN] [-e END]``
+    Print the messages of a topic (or queue), optionally only those stored between BEGIN
+    and END (ms, or ``yyyy-MM-dd#HH:mm:ss:SSS``).
+``consumer-progress -g GROUP [-t TOPIC]``
+    Per queue: broker offset, the group's offset and the difference.
+
+Every store command opens the store read-only (no lock: it works on a live store) and
+takes ``--json`` for output that scripts can read.
 
 Adding a sub-command: write ``cmd_<name>(args) -> int`` and decorate it with
 :func:`command`, passing a function that adds the sub-command's own arguments.
@@ -32,7 +46,7 @@ from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import pymq
-from pymq import benchmark
+from pymq import admin, benchmark
 
 DEFAULT_STORE = os.path.join("~", "store")
 EXIT_ERROR = 2
@@ -118,6 +132,190 @@ def cmd_check(args: argparse.Namespace) -> int:
             for p in report.problems:
                 print(f"  {(p.kind + ' ' + p.where).ljust(width)} {p.detail}")
     return 0 if report.ok else 1
+
+
+# -- store queries (read-only) -----------------------------------------------------------
+
+
+def _open_store(args: argparse.Namespace):
+    if not os.path.isdir(os.path.join(args.store, "commitlog")):
+        raise pymq.PymqError(f"no store at {args.store} (no commitlog/ directory); pass --store DIR")
+    return pymq.MessageStore(args.store, read_only=True)
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """Left-aligned columns, mqadmin style (``#Header``)."""
+    cells = [[f"#{h}" for h in headers]] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells)
+
+
+def _emit(args: argparse.Namespace, data: object, text: str) -> None:
+    import dataclasses
+    import json
+
+    if getattr(args, "json", False):
+        def default(o):
+            if dataclasses.is_dataclass(o):
+                return dataclasses.asdict(o)
+            if isinstance(o, bytes):
+                return o.hex()
+            return str(o)
+        print(json.dumps(data, default=default, indent=1, ensure_ascii=False))
+    else:
+        print(text)
+
+
+def _json_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="JSON output")
+
+
+def _message_text(m) -> str:
+    d = admin.message_dict(m)
+    lines = [f"{k.replace('_', ' ').title():<18} {v}" for k, v in d.items() if k not in ("properties", "body")]
+    lines.append(f"{'Properties':<18} {d['properties']}")
+    lines.append(f"{'Body':<18} {d['body']}")
+    return "\n".join(lines)
+
+
+def _messages_out(args: argparse.Namespace, msgs: list) -> None:
+    rows = [(m.msg_id, m.queue_id, m.queue_offset, admin.format_time(m.store_timestamp), m.tags or "",
+             " ".join(m.keys or []), repr(m.body[:40])) for m in msgs]
+    _emit(args, [admin.message_dict(m) for m in msgs],
+          _table(["Message ID", "QID", "Offset", "Store Time", "Tags", "Keys", "Body"], rows)
+          if msgs else "no message found")
+
+
+@command("topic-list", "list the topics of a store", _json_flag)
+def cmd_topic_list(args: argparse.Namespace) -> int:
+    with _open_store(args) as store:
+        topics = admin.topic_list(store)
+    _emit(args, topics, "\n".join(topics))
+    return 0
+
+
+def _topic_arg(parser: argparse.ArgumentParser, required: bool = True) -> None:
+    parser.add_argument("-t", "--topic", required=required, help="topic name")
+    _json_flag(parser)
+
+
+@command("topic-status", "min offset, max offset and last update of every queue of a topic", _topic_arg)
+def cmd_topic_status(args: argparse.Namespace) -> int:
+    with _open_store(args) as store:
+        rows = admin.topic_status(store, args.topic)
+    if not rows:
+        raise pymq.PymqError(f"topic {args.topic!r} has no queue in {args.store}")
+    broker = os.path.basename(os.path.normpath(args.store))
+    _emit(args, rows, _table(["Broker Name", "QID", "Min Offset", "Max Offset", "Last Updated"],
+                             [(broker, r.queue_id, r.min_offset, r.max_offset, admin.format_time(r.last_updated))
+                              for r in rows]))
+    return 0
+
+
+def _key_args(parser: argparse.ArgumentParser) -> None:
+    _topic_arg(parser)
+    parser.add_argument("-k", "--key", required=True, help="business key (KEYS) or unique key (UNIQ_KEY)")
+    parser.add_argument("-n", "--max-num", type=int, default=64, help="at most this many (RocketMQ caps at 64)")
+    parser.add_argument("-b", "--begin", default="0", help="stored at or after (ms or yyyy-MM-dd#HH:mm:ss:SSS)")
+    parser.add_argument("-e", "--end", default=None, help="stored at or before")
+
+
+@command("query-msg-by-key", "messages of a topic whose key or unique key is KEY (newest first)", _key_args)
+def cmd_query_msg_by_key(args: argparse.Namespace) -> int:
+    end = admin.parse_time(args.end) if args.end else None
+    with _open_store(args) as store:
+        msgs = store.query_message(args.topic, args.key, args.max_num, admin.parse_time(args.begin), end)
+        _messages_out(args, msgs)
+    return 0 if msgs else 1
+
+
+def _id_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-i", "--msg-id", required=True, help="offset message id (32 or 56 hex digits)")
+    _json_flag(parser)
+
+
+@command("query-msg-by-id", "the message with an offset message id", _id_args)
+def cmd_query_msg_by_id(args: argparse.Namespace) -> int:
+    with _open_store(args) as store:
+        try:
+            m = store.view_message_by_id(args.msg_id)
+        except ValueError as e:
+            raise pymq.PymqError(str(e)) from None
+        if m is None:
+            raise pymq.PymqError(f"no message with id {args.msg_id} in {args.store}")
+        _emit(args, admin.message_dict(m), _message_text(m))
+    return 0
+
+
+def _offset_args(parser: argparse.ArgumentParser) -> None:
+    _topic_arg(parser)
+    parser.add_argument("-q", "--queue-id", type=int, required=True)
+    parser.add_argument("-o", "--offset", type=int, required=True, help="queue offset")
+
+
+@command("query-msg-by-offset", "the message at a queue offset", _offset_args)
+def cmd_query_msg_by_offset(args: argparse.Namespace) -> int:
+    with _open_store(args) as store:
+        r = store.get_message("pymq-admin", args.topic, args.queue_id, args.offset, 1)
+        if not r.messages:
+            raise pymq.PymqError(f"no message at {args.topic}/{args.queue_id} offset {args.offset} "
+                                 f"({r.status.name}; queue offsets {r.min_offset}..{r.max_offset - 1})")
+        _emit(args, admin.message_dict(r.messages[0]), _message_text(r.messages[0]))
+    return 0
+
+
+def _print_args(parser: argparse.ArgumentParser) -> None:
+    _topic_arg(parser)
+    parser.add_argument("-q", "--queue-id", type=int, default=None, help="one queue (default: all)")
+    parser.add_argument("-b", "--begin", default=None, help="stored at or after (ms or yyyy-MM-dd#HH:mm:ss:SSS)")
+    parser.add_argument("-e", "--end", default=None, help="stored at or before")
+    parser.add_argument("--body", choices=("repr", "text", "hex"), default="repr", help="how to show bodies")
+
+
+@command("print-msg", "print the messages of a topic or queue, optionally in a time range", _print_args)
+def cmd_print_msg(args: argparse.Namespace) -> int:
+    import json
+
+    begin = admin.parse_time(args.begin) if args.begin else None
+    end = admin.parse_time(args.end) if args.end else None
+    tty = sys.stderr.isatty()
+
+    def progress(qid: int, done: int, total: int) -> None:
+        if tty and total > 1000:
+            print(f"\rqueue {qid}: {done}/{total}", end="", file=sys.stderr, flush=True)
+
+    with _open_store(args) as store:
+        qids = None if args.queue_id is None else [args.queue_id]
+        n = 0
+        for m in admin.iter_messages(store, args.topic, qids, begin, end, progress):
+            d = admin.message_dict(m, args.body)
+            if args.json:
+                print(json.dumps(d, ensure_ascii=False, default=str))
+            else:
+                print(f"MSGID: {d['msg_id']} QID: {m.queue_id} OFFSET: {m.queue_offset} "
+                      f"STORE: {admin.format_time(m.store_timestamp)} TAGS: {m.tags or ''} "
+                      f"KEYS: {' '.join(m.keys or [])} BODY: {d['body']}")
+            n += 1
+    if tty:
+        print(file=sys.stderr)
+    return 0
+
+
+def _progress_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-g", "--group", required=True, help="consumer group")
+    _topic_arg(parser, required=False)
+
+
+@command("consumer-progress", "per queue: broker offset, consumer offset and lag of a group", _progress_args)
+def cmd_consumer_progress(args: argparse.Namespace) -> int:
+    with _open_store(args) as store:
+        rows = admin.consumer_progress(store, args.group, args.topic)
+    total = sum(r.diff for r in rows)
+    text = _table(["Topic", "QID", "Broker Offset", "Consumer Offset", "Diff"],
+                  [(r.topic, r.queue_id, r.broker_offset, r.consumer_offset, r.diff) for r in rows])
+    _emit(args, {"group": args.group, "queues": rows, "diff_total": total},
+          (text + f"\n\nDiff Total: {total}") if rows else f"group {args.group!r} has no committed offsets")
+    return 0
 
 
 # -- plumbing ----------------------------------------------------------------------------
