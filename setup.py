@@ -30,6 +30,7 @@ def ext(name, extra_sources=()):
         include_dirs=[f"{CORE}/src"],
         define_macros=MACROS,
         extra_compile_args=CFLAGS,
+        extra_link_args=[] if DEBUG else ["-s"],
         libraries=["z"],
     )
 

@@ -1,0 +1,41 @@
+from typing import Optional
+
+def decode_properties(raw: bytes | str | None) -> dict[str, str]: ...
+def encode_properties(properties: dict[str, Optional[str]]) -> bytes: ...
+def format_host(raw: bytes) -> str: ...
+
+class Message:
+    topic: str
+    body: bytes
+    tags: Optional[str]
+    keys: Optional[list[str]]
+    properties: dict[str, str]
+    queue_id: int
+    flag: int
+    delay_level: int
+    deliver_time_ms: Optional[int]
+    born_timestamp: int
+    born_host: Optional[str]
+    sys_flag: int
+    def __init__(self, topic: str, body: bytes | bytearray | memoryview = ..., tags: Optional[str] = ...,
+                 keys: Optional[list[str] | str] = ..., properties: Optional[dict[str, str]] = ...,
+                 queue_id: int = ..., flag: int = ..., delay_level: int = ...,
+                 deliver_time_ms: Optional[int] = ..., born_timestamp: int = ...,
+                 born_host: Optional[str] = ..., sys_flag: int = ...) -> None: ...
+
+class MessageExt(Message):
+    queue_offset: int
+    commitlog_offset: int
+    store_size: int
+    store_timestamp: int
+    reconsume_times: int
+    prepared_transaction_offset: int
+    body_crc: int
+    @property
+    def store_host(self) -> str: ...
+    @property
+    def msg_id(self) -> Optional[str]: ...
+    @property
+    def uniq_key(self) -> Optional[str]: ...
+    @property
+    def transaction_type(self) -> int: ...

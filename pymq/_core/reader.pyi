@@ -1,0 +1,31 @@
+from typing import Any, Callable, Iterator, Optional
+
+from pymq._core.message import MessageExt
+from pymq.status import BoundaryType, GetMessageStatus
+
+class GetMessageResult:
+    status: GetMessageStatus
+    messages: list[MessageExt]
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    buffer_total_size: int
+    suggest_pulling_from_slave: bool
+    def __init__(self, status: GetMessageStatus, messages: Optional[list[MessageExt]] = ...,
+                 next_begin_offset: int = ..., min_offset: int = ..., max_offset: int = ...,
+                 buffer_total_size: int = ..., suggest_pulling_from_slave: bool = ...) -> None: ...
+    @property
+    def message_count(self) -> int: ...
+    def __iter__(self) -> Iterator[MessageExt]: ...
+    def __len__(self) -> int: ...
+
+class QueueReader:
+    closed: bool
+    def __init__(self, commit_log_queue: Any, commitlog_file_size: int, resolve: Callable[[str, int], Any],
+                 parse_filter: Callable[[str], Any], memory_window: int, max_count_memory: int,
+                 max_bytes_memory: int, max_count_disk: int, max_bytes_disk: int) -> None: ...
+    def forget(self) -> None: ...
+    def get_message(self, group: Any, topic: str, queue_id: int, offset: int, max_msgs: int = ...,
+                    tags: Optional[str] = ...) -> GetMessageResult: ...
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int,
+                                    boundary: BoundaryType = ...) -> int: ...
