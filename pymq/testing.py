@@ -22,7 +22,6 @@ import signal
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 from typing import Optional
 

@@ -22,7 +22,6 @@ import struct
 from typing import Callable, Optional
 
 from pymq._core import record
-from pymq._core.cq_unit import read_unit
 from pymq._core.index_file import index_file_size
 from pymq.config import StoreConfig, config_for_store
 from pymq.errors import PymqError

@@ -17,7 +17,6 @@ import logging
 import os
 import struct
 import threading
-from typing import Optional
 
 from pymq._core.cq_unit import CqAppender, offset_by_time, read_unit, read_unit_raw
 from pymq.errors import CorruptStoreError, SegmentSizeError

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Iterator, Optional
+from typing import Optional
 
 from pymq.config import StoreConfig
 

@@ -8,7 +8,6 @@ atomically by :class:`ConfigManager`.
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from .config_manager import ConfigManager, dumps_fastjson, loads_fastjson
 

@@ -18,7 +18,6 @@ import logging
 import os
 import threading
 import time
-from typing import Optional
 
 from pymq._core.index_file import IndexBuilder, IndexFile, IndexQuerier, index_file_size
 from pymq._core.mapped_file import MappedFile

@@ -223,7 +223,7 @@ class TimerMessageService(ServiceThread):
             if self._due_second != second:
                 self._due = self._units(second)
                 self._due_second = second
-            for due, offset, size in self._due:
+            for due, offset, _size in self._due:
                 if offset in cp.delivered:
                     continue
                 now = int(time.time() * 1000)
