@@ -53,7 +53,8 @@ class StoreConfig:
     topic_validation: str = "strict"
     message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
     timer_max_delay_sec: int = 259_200            # timerMaxDelaySec (3 days); beyond: WHEEL_TIMER_MSG_ILLEGAL
-    timer_wheel_days: int = 7                     # the wheel covers twice this many days of 1 s slots
+    timer_wheel_days: int = 7                     # the wheel covers twice this many days of 1 s slots,
+                                                  # and always the max delay plus a day
     timer_log_file_size: int = 32 * _MiB          # mappedFileSizeTimerLog (RocketMQ: 100 MiB)
 
     # -- index, recovery, cleaning ------------------------------------------------------
@@ -96,6 +97,8 @@ class StoreConfig:
         if self.sync_flush_timeout < 0 or self.flush_interval_commitlog < 1:
             raise PymqError("flush intervals and timeouts must be positive")
         parse_delay_levels(self.message_delay_level)
+        if self.timer_wheel_days < 1 or self.timer_max_delay_sec < 1:
+            raise PymqError("timer_wheel_days and timer_max_delay_sec must be positive")
 
     def delay_levels_ms(self) -> list[int]:
         """``message_delay_level`` parsed as RocketMQ does: level i+1 -> delay in ms."""

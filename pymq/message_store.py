@@ -243,14 +243,15 @@ class MessageStore:
         self.flush_service.start()
         self.flush_cq_service.start()
         self.offset_persist_service.start()
-        self.schedule_service.start()
-        self.delay_offset_persist_service.start()
-        self.timer_service.start()
         with open(self._abort_path, "wb"):
             pass
         self._running = True
         appender = self.commit_log.appender
         appender.set_writeable(True)
+        # deliveries write through the appender: start them once it accepts puts
+        self.schedule_service.start()
+        self.delay_offset_persist_service.start()
+        self.timer_service.start()
         if appender.current is not None and self.config.warm_mapped_file_enable:
             self.allocate_service.warm_async(appender.current)
         return self

@@ -526,3 +526,27 @@ def test_delay_and_timer_messages_do_not_create_each_others_files(store_dir):
         s.shutdown()
     assert not os.path.exists(os.path.join(store_dir, "timerwheel"))
     assert not os.path.exists(os.path.join(store_dir, "timerlog"))
+
+
+def test_messages_due_at_restart_are_delivered_on_the_first_attempt(store_dir, caplog):
+    """Messages that came due while the store was closed go out as soon as it starts: the
+    delivery service must not run before the store accepts puts (a put refused with
+    SERVICE_NOT_AVAILABLE costs a 100 ms retry and a warning)."""
+    s = pymq.MessageStore(store_dir, config())
+    s.start()
+    for i in range(5):
+        assert s.put_message(pymq.Message("T", f"d{i}".encode(), delay_level=1)).is_ok()
+    wait_dispatched(s)
+    s.shutdown()
+    time.sleep(1.2)                               # due while closed
+    caplog.set_level("WARNING", logger="pymq")
+    s = pymq.MessageStore(store_dir, config())
+    started = now_ms()
+    s.start()
+    try:
+        assert wait_count(s, "T", 5, 5.0) == 5
+        late = max(m.store_timestamp for m in read_queue(s, "T")) - started
+        failed = [r.getMessage() for r in caplog.records if "put failed" in r.getMessage()]
+        assert not failed and late < 80, f"delivered {late} ms after start(); {failed}"
+    finally:
+        s.shutdown()

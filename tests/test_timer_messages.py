@@ -73,7 +73,6 @@ def test_timer_messages_at_random_times_are_delivered_once_on_time(tstore):
     rng = random.Random(5)
     kinds = ["deliver_time_ms"] * 5 + ["TIMER_DELIVER_MS", "TIMER_DELAY_MS", "TIMER_DELAY_MS", "TIMER_DELAY_SEC"]
     due = {}                 # body -> (due ms, queue id)
-    start = now_ms()
     for i in range(200):
         kind = kinds[i % len(kinds)]
         delay = rng.randint(1000, 3000) if kind == "TIMER_DELAY_SEC" else rng.randint(100, 3000)
@@ -87,7 +86,6 @@ def test_timer_messages_at_random_times_are_delivered_once_on_time(tstore):
         assert stored.properties["REAL_TOPIC"] == "T"
         assert stored.properties["REAL_QID"] == str(i % 4)
         due[body] = (out, i % 4)
-    assert now_ms() - start < 100 + 100, "putting took too long for the lateness checks"
 
     # they wait in rmq_sys_wheel_timer queue 0 with their due time as tagsCode
     wait_dispatched(tstore)
@@ -341,7 +339,51 @@ def test_timer_files_appear_only_once_a_timer_message_was_put(store_dir):
         assert os.path.exists(os.path.join(store_dir, "timerwheel"))
         assert os.path.isdir(os.path.join(store_dir, "timerlog"))
         # the 1-day wheel: 2 days of 1-second slots of 32 bytes
-        assert os.path.getsize(os.path.join(store_dir, "timerwheel")) == 2 * 86_400 * 32
+        assert os.path.getsize(os.path.join(store_dir, "timerwheel")) == (259_200 + 86_400) * 32   # max delay + a day
         assert wait_count(s, "T", 4, 3.0) == 4
     finally:
         s.shutdown()
+
+
+def test_timers_due_at_restart_are_delivered_on_the_first_attempt(store_dir, caplog):
+    """Timers that came due while the store was closed go out as soon as it starts: the
+    timer service must not run before the store accepts puts (a put refused with
+    SERVICE_NOT_AVAILABLE costs a 100 ms retry and a warning)."""
+    s = pymq.MessageStore(store_dir, config())
+    s.start()
+    t0 = now_ms()
+    for i in range(5):
+        assert s.put_message(pymq.Message("T", f"d{i}".encode(), deliver_time_ms=t0 + 300 + i)).is_ok()
+    wait_dispatched(s)
+    s.shutdown()
+    while now_ms() < t0 + 500:                    # due while closed
+        time.sleep(0.01)
+    caplog.set_level("WARNING", logger="pymq")
+    s = pymq.MessageStore(store_dir, config())
+    started = now_ms()
+    s.start()
+    try:
+        assert wait_count(s, "T", 5, 5.0) == 5
+        late = max(m.store_timestamp for m in read_queue(s, "T")) - started
+        failed = [r.getMessage() for r in caplog.records if "put failed" in r.getMessage()]
+        assert not failed and late < 80, f"delivered {late} ms after start(); {failed}"
+    finally:
+        s.shutdown()
+
+
+def test_timers_a_wheel_turn_apart_are_both_kept(tstore):
+    """With ``timer_wheel_days=1`` the wheel has 2 days of 1-second slots while
+    ``timer_max_delay_sec`` allows 3 days: a timer accepted 2 days after another falls into
+    the same slot. Both were accepted (PUT_OK), so neither may be lost."""
+    turn_s = 2 * 86_400
+    second = now_ms() // 1000 + 2
+    soon = second * 1000 + 300
+    far = (second + turn_s) * 1000 + 300
+    assert tstore.put_message(pymq.Message("T", b"soon", deliver_time_ms=soon)).is_ok()
+    wait_dispatched(tstore)
+    time.sleep(0.1)
+    assert tstore.put_message(pymq.Message("T", b"far", deliver_time_ms=far)).is_ok()
+    wait_dispatched(tstore)
+    assert wait_count(tstore, "T", 1, (soon - now_ms()) / 1000 + 2.0) == 1, "the earlier timer was lost"
+    (m,) = read_queue(tstore, "T")
+    assert m.body == b"soon" and m.store_timestamp >= soon

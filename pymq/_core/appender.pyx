@@ -55,6 +55,8 @@ cdef object CREATE_MAPEDFILE_FAILED = PutMessageStatus.CREATE_MAPEDFILE_FAILED
 cdef object WHEEL_TIMER_MSG_ILLEGAL = PutMessageStatus.WHEEL_TIMER_MSG_ILLEGAL
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"          # TopicValidator.RMQ_SYS_SCHEDULE_TOPIC
+# properties the put-time transforms set themselves
+STORE_SET_PROPERTIES = ("DELAY", "REAL_TOPIC", "REAL_QID")
 TIMER_TOPIC = "rmq_sys_wheel_timer"             # TimerMessageStore.TIMER_TOPIC (5.x)
 # topics only the store itself writes to (TopicValidator's not-allowed-send set and 5.x's timer)
 NOT_ALLOWED_SEND_TOPICS = frozenset({SCHEDULE_TOPIC, TIMER_TOPIC, "RMQ_SYS_TRANS_HALF_TOPIC",
@@ -96,6 +98,29 @@ cdef void write_batch(char *dst, RecordFields *fs, const Py_ssize_t *sizes, int6
         offsets[i] = phys + pos
         write_record(dst + pos, &fs[i], sizes[i])
         pos += sizes[i]
+
+
+cdef object _JAVA_LONG = __import__("re").compile(r"[+-]?[0-9]{1,19}")
+
+
+cdef long long java_long(object text) except? -1:
+    """``Long.parseLong``: optional sign and decimal digits only (no spaces, no '_')."""
+    if not isinstance(text, str) or _JAVA_LONG.fullmatch(text) is None:
+        raise ValueError(f"not a number: {text!r}")
+    return int(text)
+
+
+cdef int property_delay_level(Message msg) except -1:
+    """RocketMQ's ``getDelayTimeLevel``: the ``delay_level`` attribute, else the DELAY
+    property (a user may set it directly, as with RocketMQ's putUserProperty)."""
+    cdef object v
+    if msg.delay_level > 0:
+        return msg.delay_level
+    if msg._properties:
+        v = msg._properties.get("DELAY")
+        if isinstance(v, str) and v.isdigit() and len(v) < 10:
+            return int(v)
+    return 0
 
 
 # -- topic validation ------------------------------------------------------------------------
@@ -382,13 +407,13 @@ cdef class CommitLogAppender:
         if props:
             v = props.get("TIMER_DELAY_SEC")
             if v is not None:
-                return now + int(v) * 1000
+                return now + java_long(v) * 1000
             v = props.get("TIMER_DELAY_MS")
             if v is not None:
-                return now + int(v)
+                return now + java_long(v)
             v = props.get("TIMER_DELIVER_MS")
             if v is not None:
-                return int(v)
+                return java_long(v)
         return msg.deliver_time_ms
 
     def get_queue_offset(self, str topic, int queue_id) -> int:
@@ -581,7 +606,8 @@ cdef class CommitLogAppender:
         cdef str why
         cdef bint big
         cdef int64_t now
-        cdef int queue_id, level
+        cdef int queue_id
+        cdef int level
 
         if not self._writeable or self.closed:
             return failed(SERVICE_NOT_AVAILABLE, "the store is not writeable")
@@ -603,8 +629,12 @@ cdef class CommitLogAppender:
                 # RocketMQ's put-time transforms: a delay level goes to SCHEDULE_TOPIC_XXXX
                 # (queue level-1), a timer message to rmq_sys_wheel_timer; both keep their
                 # real topic and queue in REAL_TOPIC / REAL_QID
-                if msg.delay_level > 0:
-                    level = min(msg.delay_level, self.max_delay_level)
+                level = property_delay_level(msg)
+                if level > 0:
+                    level = min(level, self.max_delay_level)
+                    if msg._properties and any(k in msg._properties for k in STORE_SET_PROPERTIES):
+                        props.length = props.start      # rewrite without the store's own names
+                        msg.write_properties_except(&props, STORE_SET_PROPERTIES)
                     props_add_str(&props, "REAL_TOPIC", msg._topic)
                     props_add_str(&props, "REAL_QID", str(queue_id))
                     props_add_str(&props, "DELAY", str(level))
@@ -619,6 +649,9 @@ cdef class CommitLogAppender:
                         if deliver - now > self.timer_max_delay_ms:
                             return failed(WHEEL_TIMER_MSG_ILLEGAL,
                                           f"timer delay above {self.timer_max_delay_ms // 1000} s")
+                        if msg._properties and any(k in msg._properties for k in STORE_SET_PROPERTIES):
+                            props.length = props.start
+                            msg.write_properties_except(&props, STORE_SET_PROPERTIES)
                         if msg.deliver_time_ms is not None and not (msg._properties and "TIMER_DELIVER_MS" in msg._properties):
                             props_add_str(&props, "TIMER_DELIVER_MS", str(msg.deliver_time_ms))
                         props_add_str(&props, "TIMER_OUT_MS", str(deliver))
@@ -741,7 +774,7 @@ cdef class CommitLogAppender:
                 return failed(MESSAGE_ILLEGAL, "a batch holds messages of one topic and queue")
             if m.queue_id < 0:
                 return failed(MESSAGE_ILLEGAL, "queue_id must be >= 0")
-            if m.delay_level > 0 or m.deliver_time_ms is not None:
+            if property_delay_level(m) > 0 or m.deliver_time_ms is not None:
                 return failed(MESSAGE_ILLEGAL, "batch messages cannot be delayed")
             if m.sys_flag & TRANSACTION_TYPE_MASK:
                 return failed(MESSAGE_ILLEGAL, "batch messages cannot be transactional")

@@ -33,6 +33,7 @@ cdef class Message:
 
     cdef int _decode_props(self) except -1
     cdef int write_properties(self, PropsBuf *out) except -1
+    cdef int write_properties_except(self, PropsBuf *out, tuple skip) except -1
 
 
 cdef class MessageExt(Message):

@@ -304,6 +304,10 @@ cdef class Message:
 
     cdef int write_properties(self, PropsBuf *out) except -1:
         """Serialize user properties, then TAGS and KEYS, into ``out``."""
+        return self.write_properties_except(out, ())
+
+    cdef int write_properties_except(self, PropsBuf *out, tuple skip) except -1:
+        """``write_properties`` leaving out the property names in ``skip``."""
         cdef dict props
         if self._props_raw is not None:
             self._decode_props()
@@ -318,6 +322,8 @@ cdef class Message:
                 if self._tags is not None and k == "TAGS":
                     continue
                 if self._keys is not None and k == "KEYS":
+                    continue
+                if skip and k in skip:
                     continue
                 props_add_str(out, k, v)
         if self._tags is not None:

@@ -21,6 +21,9 @@ Workload groups; the ratio column is pymq's msgs/s divided by the row's msgs/s
 ``put_messages``
     pymq ``store.put_messages([...])`` per batch of ``--batch`` messages; lmdb one write
     transaction per batch with ``cursor.putmulti(items, append=True)``.
+``delivery``, ``put_with_timers``
+    delay-level and timer message lateness (p50/p99), and put_message throughput with
+    100,000 timers pending; see :mod:`pymq.benchmark.delivery`.
 
 Durability: pymq runs a started store with the default ``StoreConfig`` (1 GiB segments,
 ``ASYNC_FLUSH``: a put returns once the message is in the mapped commit log); lmdb is
@@ -37,5 +40,6 @@ from .read import (BisectTimeLookup, LmdbCursorRead, PymqDispatch, PymqGetMessag
 from .runner import (WORKLOADS, Report, Row, add_arguments, assign_ratios, environment, format_report,
                      format_table, groups, main, measure, options_from_args, parse_args, run,
                      run_benchmarks, select_workloads, time_once, write_json)
+from .delivery import PymqDelayDelivery, PymqPutWithoutTimers, PymqPutWithTimers, PymqTimerDelivery
 from .query import LmdbGet, PymqQueryMessage, SqliteSelect
 from .write import LmdbPutMulti, LmdbPutPerTxn, PymqPutMessage, PymqPutMessages, QueuelibPush

@@ -37,6 +37,10 @@ class BenchOptions:
     lookup_queue_size: int = 1_000_000    # time_lookup: entries in the queue searched
     queries: int = 100_000                # query_message: lookups per repeat
     query_store_size: int = 1_000_000     # query_message: messages (distinct keys) stored
+    delivery_messages: int = 1_000        # delivery: delayed / timer messages per repeat
+    delivery_window_ms: int = 2_000       # delivery: timers due within it; delayed puts over 1/4 of it
+    pending_timers: int = 100_000         # put_with_timers: timer messages pending in the store
+    put_with_timers_messages: int = 500_000  # put_with_timers: put_message calls per repeat
 
     @property
     def sync_flush(self) -> bool:

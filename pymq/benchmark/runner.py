@@ -20,6 +20,7 @@ from pymq._version import __version__
 from .base import PEERS, BenchOptions, Workload, store_config
 from .read import (BisectTimeLookup, LmdbCursorRead, PymqDispatch, PymqGetMessage, PymqPutMessagesReference,
                    PymqTimeLookup, QueuelibPop)
+from .delivery import PymqDelayDelivery, PymqPutWithoutTimers, PymqPutWithTimers, PymqTimerDelivery
 from .query import LmdbGet, PymqQueryMessage, SqliteSelect
 from .write import LmdbPutMulti, LmdbPutPerTxn, PymqPutMessage, PymqPutMessages, QueuelibPush
 
@@ -31,6 +32,8 @@ WORKLOADS: tuple[type[Workload], ...] = (
     PymqGetMessage, QueuelibPop, LmdbCursorRead,
     PymqTimeLookup, BisectTimeLookup,
     PymqQueryMessage, LmdbGet, SqliteSelect,
+    PymqDelayDelivery, PymqTimerDelivery,
+    PymqPutWithTimers, PymqPutWithoutTimers,
 )
 
 
@@ -320,6 +323,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"key lookups per repeat (default {d.queries:,})")
     add("--query-store-size", type=_positive_int, default=d.query_store_size, metavar="N",
         help=f"messages with distinct keys in the queried stores (default {d.query_store_size:,})")
+    add("--delivery-messages", type=_positive_int, default=d.delivery_messages, metavar="N",
+        help=f"delayed and timer messages per repeat of the delivery workloads (default {d.delivery_messages:,})")
+    add("--delivery-window-ms", type=_positive_int, default=d.delivery_window_ms, metavar="MS",
+        help=f"timer messages are due within it, delayed ones are put over a quarter of it "
+             f"(default {d.delivery_window_ms:,})")
+    add("--pending-timers", type=_int_at_least(0), default=d.pending_timers, metavar="N",
+        help=f"timer messages pending in the put_with_timers store (default {d.pending_timers:,})")
+    add("--put-with-timers-messages", type=_positive_int, default=d.put_with_timers_messages, metavar="N",
+        help=f"put_message calls per repeat of put_with_timers (default {d.put_with_timers_messages:,})")
 
 
 def options_from_args(args: argparse.Namespace) -> BenchOptions:

@@ -9,8 +9,9 @@ when due (deliver).
 On disk, RocketMQ-5-like::
 
     timerwheel       slots of 32 bytes: second i64 | first i64 | last i64 | num i32 | magic i32
-                     slot = second % (2 * timer_wheel_days * 86400); a slot whose second is not
-                     the one asked for is empty (its bucket was delivered weeks ago)
+                     slot = second % slots, slots = max(2 * timer_wheel_days days, the max delay
+                     plus a day) in seconds; a slot whose second is not the one asked for is
+                     empty (its bucket was delivered long ago)
     timerlog/        append-only 32-byte units: prev i64 | due ms i64 | commitlog offset i64 |
                      size i32 | magic i32; ``prev`` chains the units of one second backwards
     config/timerCheckpoint.json
@@ -115,7 +116,9 @@ class TimerMessageService(ServiceThread):
         self.persist_interval_s = config.flush_delay_offset_interval / 1000.0
         self._last_persist = time.monotonic()
         self.root = store_root
-        self.slots_total = 2 * config.timer_wheel_days * 86400
+        # one slot per second, over more than the longest delay: two pending seconds never
+        # share a slot (RocketMQ parks far timers and rolls them instead)
+        self.slots_total = max(2 * config.timer_wheel_days * 86400, config.timer_max_delay_sec + 86400)
         self.consume_queues = consume_queues
         self.commit_log = commit_log
         self.put = put
