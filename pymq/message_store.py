@@ -58,6 +58,8 @@ class MessageStore:
         if config is not None and not isinstance(config, StoreConfig):
             raise TypeError(f"config must be a pymq.StoreConfig, not {type(config).__name__}")
         self.store_path = os.path.abspath(os.fspath(path))
+        if os.path.exists(self.store_path) and not os.path.isdir(self.store_path):
+            raise StoreStateError(f"{self.store_path} is not a directory")
         # without a config, the file sizes the store was written with (config/storeSizes.json)
         self.config = config if config is not None else config_for_store(self.store_path)
         self.config.validate()
@@ -66,10 +68,14 @@ class MessageStore:
         self._closed = False
         self._lock = StoreLock(self.store_path)
         if read_only:
-            if not os.path.isdir(os.path.join(self.store_path, "commitlog")):
+            # a store has its commit log, or at least the lock file of a writer that just began
+            if not (os.path.isdir(os.path.join(self.store_path, "commitlog"))
+                    or os.path.isfile(os.path.join(self.store_path, "lock"))):
                 raise StoreStateError(f"{self.store_path} holds no store (no commitlog/ directory)")
             self._open_read_only()
             return
+        if os.path.exists(self.store_path) and not os.path.isdir(self.store_path):
+            raise StoreStateError(f"{self.store_path} is not a directory")
         os.makedirs(self.store_path, exist_ok=True)
         self._lock.acquire()
         try:
@@ -199,7 +205,7 @@ class MessageStore:
         the checkpoint (``recoverAbnormally``). Queue entries and index files past the
         recovered end are cut. Returns where a crash recovery's replay starts, or None."""
         cfg = self.config
-        max_phy_of_queues = self.consume_queues.recover()
+        max_phy_of_queues, refill_from = self.consume_queues.recover()
         replay_from = None
         if self.last_exit_ok:
             process = self.commit_log.recover_normally(check_crc=cfg.check_crc_on_recover)
@@ -212,7 +218,13 @@ class MessageStore:
             self.consume_queues.destroy_all()
         elif max_phy_of_queues >= process:
             self.consume_queues.truncate_dirty(process)
+        if not self.last_exit_ok:
+            cut = self.consume_queues.verify_against_log()
+            if cut >= 0:
+                refill_from = cut if refill_from < 0 else min(refill_from, cut)
         self.index_service.truncate(process)
+        if refill_from >= 0:                      # a queue lost entries in its middle
+            replay_from = refill_from if replay_from is None else min(replay_from, refill_from)
         return replay_from
 
     def _recover_topic_queue_table(self) -> None:
@@ -263,13 +275,13 @@ class MessageStore:
         if self._closed:
             return
         self._closed = True
-        self.commit_log.appender.close()
-        self.reader.close()
         if not self.read_only and self._running:
             # deliveries write through the appender: stop them before it closes
             self.timer_service.shutdown()
             self.schedule_service.shutdown()
             self.delay_offset_persist_service.shutdown()
+        self.commit_log.appender.close()
+        self.reader.close()
         if self.read_only:
             if self.refresh_service is not None:
                 self.refresh_service.shutdown()

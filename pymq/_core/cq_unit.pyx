@@ -29,6 +29,8 @@ from libc.stdint cimport int32_t, int64_t
 from pymq._core.clayout cimport BORNHOST_V6_FLAG, CQ_STORE_UNIT_SIZE, MESSAGE_MAGIC_CODE
 from pymq._core.hton cimport pymq_get_i32, pymq_get_i64, pymq_put_i32, pymq_put_i64
 from pymq._core.mapped_file cimport MappedFile, segment_for
+from pymq._core.record cimport RecordLayout, record_layout
+from libc.string cimport memcmp
 
 
 cdef int64_t pickup_store_timestamp(list files, long long file_size, int64_t offset, int32_t size) noexcept:
@@ -242,3 +244,38 @@ def offset_by_time(CqAppender app, long long timestamp, bint upper, list commitl
                    long long commitlog_file_size):
     """Python entry to ``lookup_by_time``."""
     return lookup_by_time(app, timestamp, upper, commitlog_files, commitlog_file_size)
+
+
+def verify_entries(MappedFile cq, Py_ssize_t start, Py_ssize_t end, list commitlog_files,
+                   long long commitlog_file_size, bytes topic, int queue_id):
+    """Byte position of the first entry in ``[start, end)`` that does not describe a whole
+    record of ``topic``/``queue_id`` at its queue offset (size, topic, queue id and queue
+    offset checked against the record), or ``end`` when all do. Pre-filled blanks pass."""
+    cdef Py_ssize_t pos = start, rel
+    cdef int64_t phy, index
+    cdef int32_t size
+    cdef MappedFile seg
+    cdef RecordLayout lay
+    cdef const char *rec
+    cdef Py_ssize_t tl = len(topic)
+    cq._check_open()
+    if end > cq.file_size:
+        end = cq.file_size
+    while pos + CQ_STORE_UNIT_SIZE <= end:
+        phy = pymq_get_i64(cq.base + pos)
+        size = pymq_get_i32(cq.base + pos + 8)
+        if size != 0x7FFFFFFF:
+            seg = segment_for(commitlog_files, phy, commitlog_file_size)
+            if seg is None or seg.base == NULL or size <= 0:
+                return pos
+            rel = <Py_ssize_t>(phy - seg.file_from_offset)
+            if rel + size > seg.wrote:
+                return pos
+            rec = seg.base + rel
+            index = (cq.file_from_offset + pos) // CQ_STORE_UNIT_SIZE
+            if (record_layout(rec, size, &lay) != size or lay.topic_len != tl
+                    or memcmp(rec + lay.topic_pos, <const char *>topic, tl) != 0
+                    or pymq_get_i32(rec + 12) != queue_id or pymq_get_i64(rec + 20) != index):
+                return pos
+        pos += CQ_STORE_UNIT_SIZE
+    return pos

@@ -15,7 +15,7 @@ release.
 """
 
 from libc.errno cimport EFBIG, EINTR, ENOSPC, errno
-from libc.string cimport memcpy, strerror
+from libc.string cimport memcpy, memset, strerror
 from posix.fcntl cimport O_CREAT, O_RDONLY, O_RDWR, open as c_open
 from posix.unistd cimport close as c_close
 from posix.stat cimport struct_stat, fstat
@@ -34,6 +34,9 @@ from pymq.errors import DiskFullError, SegmentSizeError, StoreStateError
 
 cdef extern from "fcntl.h" nogil:
     int posix_fallocate(int fd, long offset, long length)
+    int fallocate(int fd, int mode, long offset, long length)
+    int FALLOC_FL_KEEP_SIZE
+    int FALLOC_FL_PUNCH_HOLE
 
 cdef extern from *:
     """
@@ -235,6 +238,38 @@ cdef class MappedFile:
             raise ValueError("write outside the file")
         if n:
             memcpy(self.base + pos, &view[0], n)
+
+    def zero_range(self, Py_ssize_t start, Py_ssize_t end=-1):
+        """Make bytes ``[start, end)`` zero on disk and in the mapping (recovery's cut).
+
+        Punches a hole and allocates it again (two metadata operations, however large the
+        range), so the disk space stays reserved; falls back to writing zeros where the
+        file system cannot punch holes. Positions are not changed.
+        """
+        cdef int fd, rc = -1
+        cdef bytes bpath
+        self._check_open()
+        if not self.writable:
+            raise StoreStateError("segment is read-only")
+        if end < 0 or end > self.file_size:
+            end = self.file_size
+        if start < 0 or start >= end:
+            return
+        bpath = os.fsencode(self.file_name)
+        fd = c_open(bpath, O_RDWR, 0)
+        if fd >= 0:
+            with nogil:
+                rc = fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, start, end - start)
+                if rc == 0:
+                    rc = posix_fallocate(fd, start, end - start)
+            c_close(fd)
+        if rc != 0:
+            self.pin()
+            try:
+                with nogil:
+                    memset(self.base + start, 0, end - start)
+            finally:
+                self.unpin()
 
     def is_able_to_flush(self, int flush_least_pages) -> bool:
         """RocketMQ's rule: full, or enough dirty pages, or anything dirty when 0 pages."""

@@ -212,12 +212,12 @@ cdef class QueueReader:
                 r.status = OFFSET_FOUND_NULL
                 r.next_begin_offset = offset + per_file - offset % per_file
             else:
-                self._collect(r, mf, <Py_ssize_t>(pos - mf.file_from_offset), offset, topic, max_msgs,
+                self._collect(r, mf, <Py_ssize_t>(pos - mf.file_from_offset), offset, topic, queue_id, max_msgs,
                               flt.codes if flt is not None else (), flt.names_utf8 if flt is not None else ())
         return r
 
     cdef int _collect(self, GetMessageResult r, MappedFile cq, Py_ssize_t start, long long offset,
-                      str topic, int max_msgs, tuple tag_codes, tuple tag_names) except -1:
+                      str topic, int queue_id, int max_msgs, tuple tag_codes, tuple tag_names) except -1:
         cdef Py_ssize_t limit, pos, rpos
         cdef Py_ssize_t max_scan = max(16000, max_msgs * CQ_STORE_UNIT_SIZE)
         cdef int64_t offset_py, tags_code, next_file_start = -1
@@ -233,11 +233,18 @@ cdef class QueueReader:
         cdef DecodeCache cache = DecodeCache(topic)
         cdef const char *base = cq.base
         cdef object status = NO_MATCHED_MESSAGE
+        cdef RecordLayout lay
+        cdef bytes topic_b = cache.topic_raw
+        cdef const char *topic_raw = topic_b
+        cdef Py_ssize_t topic_len = len(topic_b)
+        cdef long long cl_min
         if not cl_files:
             max_phy = 0
+            cl_min = 0
         else:
             last_seg = <MappedFile>cl_files[len(cl_files) - 1]
             max_phy = last_seg.file_from_offset + last_seg.wrote
+            cl_min = (<MappedFile>cl_files[0]).file_from_offset
         limit = cq.wrote
         if limit - start > max_scan:
             limit = start + (max_scan // CQ_STORE_UNIT_SIZE) * CQ_STORE_UNIT_SIZE
@@ -261,13 +268,20 @@ cdef class QueueReader:
             if filtered and <int>tags_code not in tag_codes:
                 pos += CQ_STORE_UNIT_SIZE
                 continue
-            seg = segment_for(cl_files, offset_py, cl_fs)
-            rpos = <Py_ssize_t>(offset_py - seg.file_from_offset) if seg is not None else -1
-            if (seg is None or seg.base == NULL or size_py <= 0 or rpos + size_py > seg.wrote
-                    or check_record(seg.base + rpos, size_py, False) != size_py):
+            if offset_py < cl_min:
+                # the segment was deleted (RocketMQ: MESSAGE_WAS_REMOVING, skip its entries)
                 if not buffer_total:
                     status = MESSAGE_WAS_REMOVING
                 next_file_start = offset_py + cl_fs - offset_py % cl_fs
+                pos += CQ_STORE_UNIT_SIZE
+                continue
+            seg = segment_for(cl_files, offset_py, cl_fs)
+            rpos = <Py_ssize_t>(offset_py - seg.file_from_offset) if seg is not None else -1
+            if (seg is None or seg.base == NULL or size_py <= 0 or rpos + size_py > seg.wrote
+                    or record_layout(seg.base + rpos, size_py, &lay) != size_py
+                    or pymq_get_i32(seg.base + rpos + 12) != queue_id or lay.topic_len != topic_len
+                    or memcmp(seg.base + rpos + lay.topic_pos, topic_raw, topic_len) != 0):
+                # a damaged entry: skip it alone, never another queue's message
                 pos += CQ_STORE_UNIT_SIZE
                 continue
             if filtered and not _tags_match(seg.base + rpos, size_py, tag_names):

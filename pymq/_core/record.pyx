@@ -66,6 +66,9 @@ cdef extern from "Python.h":
     Py_UCS4 PyUnicode_READ(int kind, void *data, Py_ssize_t index)
 
 
+# the largest queue offset taken as real (2**50 messages in one queue); beyond is damage
+cdef long long MAX_QUEUE_OFFSET = 1LL << 50
+
 # exported for tests (test_layout compares them with layout.py)
 MESSAGE_MAGIC_CODE_C = MESSAGE_MAGIC_CODE
 BLANK_MAGIC_CODE_C = BLANK_MAGIC_CODE
@@ -430,6 +433,9 @@ cdef Py_ssize_t record_layout(const char *rec, Py_ssize_t avail, RecordLayout *o
         return 0 if 8 <= total <= avail else -1
     if magic != MESSAGE_MAGIC_CODE or total < 91 or total > avail:
         return -1
+    # a queue id or queue offset no writer produces is damage (they name consume-queue files)
+    if pymq_get_i32(rec + 12) < 0 or pymq_get_i64(rec + 20) < 0 or pymq_get_i64(rec + 20) > MAX_QUEUE_OFFSET:
+        return -1
     sys_flag = pymq_get_i32(rec + 36)
     out.sys_flag = sys_flag
     pos = 48 + (IPV6_HOST_LENGTH if sys_flag & BORNHOST_V6_FLAG else IPV4_HOST_LENGTH)
@@ -476,6 +482,7 @@ def scan_segment(MappedFile mf, Py_ssize_t start, Py_ssize_t end, bint check_crc
     """
     cdef Py_ssize_t pos = start, size, count = 0
     cdef bint blank = False
+    cdef long long file_from = mf.file_from_offset
     cdef const char *base
     if start < 0 or end > mf.file_size or start > end:
         raise ValueError("scan range outside the segment")
@@ -485,6 +492,8 @@ def scan_segment(MappedFile mf, Py_ssize_t start, Py_ssize_t end, bint check_crc
         with nogil:
             while pos < end:
                 size = check_record(base + pos, end - pos, check_crc)
+                if size > 0 and pymq_get_i64(base + pos + 28) != file_from + pos:
+                    size = -1           # a record whose PHYSICALOFFSET is not where it lies
                 if size > 0:
                     pos += size
                     count += 1

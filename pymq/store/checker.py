@@ -154,6 +154,9 @@ class StoreChecker:
         for qi, cq in enumerate(queues):
             self.progress("consumequeue", qi, len(queues))
             where = f"{cq.topic}/{cq.queue_id}"
+            if cq.load_error:
+                report.add("consumequeue", where, f"files not readable: {cq.load_error}")
+                continue
             low, high = cq.get_min_offset_in_queue(), cq.get_max_offset_in_queue()
             for index in range(low, high):
                 unit = cq.get_unit(index)

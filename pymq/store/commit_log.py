@@ -43,6 +43,15 @@ class CommitLog:
     def load(self) -> None:
         self.mapped_file_queue.load()
 
+    def _scan_end(self, mf: MappedFile) -> int:
+        """How far recovery may read in ``mf``: the file size, or for a last segment found
+        short (and extended) its original length, so zeros cannot complete a cut record."""
+        mfq = self.mapped_file_queue
+        short = mfq.short_last_file
+        if short is not None and mfq.mapped_files and mf is mfq.mapped_files[-1]:
+            return min(short, self.file_size)
+        return self.file_size
+
     def recover_abnormally(self, min_timestamp: int, check_crc: bool = True) -> tuple[int, int]:
         """Recovery after a crash (``recoverAbnormally``): start at the newest segment whose
         first record is a v1 record stored no later than ``min_timestamp`` (segment 0 when
@@ -69,7 +78,7 @@ class CommitLog:
         process = start
         while index < len(files):
             mf = files[index]
-            pos, _count, blank = record.scan_segment(mf, 0, self.file_size, check_crc)
+            pos, _count, blank = record.scan_segment(mf, 0, self._scan_end(mf), check_crc)
             if blank:
                 process = mf.file_from_offset + self.file_size
                 index += 1
@@ -98,7 +107,7 @@ class CommitLog:
         process = files[index].file_from_offset
         while index < len(files):
             mf = files[index]
-            pos, _count, blank = record.scan_segment(mf, 0, self.file_size, check_crc)
+            pos, _count, blank = record.scan_segment(mf, 0, self._scan_end(mf), check_crc)
             if blank:
                 process = mf.file_from_offset + self.file_size
                 index += 1

@@ -91,13 +91,28 @@ class ConsumeQueueStore:
                 grown[(cq.topic, cq.queue_id)] = after
         return grown
 
-    def recover(self) -> int:
-        """Recover every queue; return the largest physical end any of them points at."""
-        max_phy = -1
+    def recover(self) -> tuple[int, int]:
+        """Recover every queue. Returns (the largest physical end any queue points at, the
+        smallest end of a queue that recovery had to cut in the middle: -1 when none did).
+        Dispatch must replay from the latter to refill the cut queues."""
+        max_phy, refill_from = -1, -1
         for cq in self.queues():
-            cq.recover()
+            whole = cq.recover()
             max_phy = max(max_phy, cq.max_physic_offset)
-        return max_phy
+            if not whole:
+                end = max(cq.max_physic_offset, 0)
+                refill_from = end if refill_from < 0 else min(refill_from, end)
+        return max_phy, refill_from
+
+    def verify_against_log(self) -> int:
+        """After a crash: check the last files of every queue against the commit log; cut
+        at the first wrong entry. Returns the smallest end of a cut queue, or -1."""
+        refill_from = -1
+        for cq in self.queues():
+            if not cq.verify_tail():
+                end = max(cq.max_physic_offset, 0)
+                refill_from = end if refill_from < 0 else min(refill_from, end)
+        return refill_from
 
     def truncate_dirty(self, phy_offset: int) -> None:
         for cq in self.queues():

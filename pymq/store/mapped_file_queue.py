@@ -35,6 +35,7 @@ class MappedFileQueue:
         self.mapped_files: list[MappedFile] = []
         self.flushed_where = 0
         self.store_timestamp = 0          # store time of the last thorough flush (checkpoint)
+        self.short_last_file: Optional[int] = None   # original length of a damaged last file
         self._lock = threading.RLock()
 
     # -- loading ---------------------------------------------------------------------------
@@ -62,6 +63,7 @@ class MappedFileQueue:
                 # length back so recovery can cut at the last whole record in it
                 log.warning("%s is %d bytes, not %d: extending it for recovery", last, size, self.file_size)
                 os.truncate(last, self.file_size)
+                self.short_last_file = size       # recovery reads no further than this
         files = []
         try:
             for name in names:
@@ -226,7 +228,12 @@ class MappedFileQueue:
                 tail = mf.file_from_offset + self.file_size
                 if tail > offset:
                     if offset >= mf.file_from_offset:
-                        mf.set_positions(offset % self.file_size)
+                        pos = offset - mf.file_from_offset
+                        mf.set_positions(pos)
+                        if not self.read_only:
+                            # what was cut must not come back: a later recovery would read
+                            # on past new records into the old ones
+                            mf.zero_range(pos)
                         keep.append(mf)
                     else:
                         mf.destroy()

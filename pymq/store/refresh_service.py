@@ -38,7 +38,7 @@ class RefreshService(ServiceThread):
             self._last_discover = now
             for cq in self.consume_queues.discover():
                 grown[(cq.topic, cq.queue_id)] = cq.get_max_offset_in_queue()
-            self.index_service.follow()
+        self.index_service.follow()           # one listdir: a new file shows at once
         if grown:
             self.notifier.notify(grown)
         return grown
