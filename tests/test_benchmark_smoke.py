@@ -34,7 +34,8 @@ def bench_run(tmp_path_factory):
     out = tmp_path / "bench.json"
     stdout = io.StringIO()
     with contextlib.redirect_stdout(stdout):
-        code = cli.main(["bench", *TINY, "--dir", str(parent), "--json", str(out)])
+        code = cli.main(["bench", *TINY, "--dir", str(parent), "--json", str(out),
+                         "--plot", str(tmp_path / "bench.png")])
     report = json.loads(out.read_text()) if out.exists() else None
     return code, stdout.getvalue(), report, parent
 
@@ -82,3 +83,9 @@ def test_python_dash_m_pymq_help():
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0
     assert "--batch-messages" in proc.stdout
+
+
+def test_bench_draws_a_png_chart(bench_run):
+    *_, parent = bench_run
+    png = parent.parent / "bench.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000

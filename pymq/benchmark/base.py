@@ -31,6 +31,7 @@ class BenchOptions:
     workloads: tuple[str, ...] = ()  # groups to run; empty runs every group
     directory: str | None = None     # parent of the temporary directories
     json_path: str | None = None
+    plot_path: str | None = None
     flush_disk_type: str = "ASYNC_FLUSH"
     commitlog_file_size: int | None = None  # None keeps StoreConfig's default (1 GiB)
     lookups: int = 200_000                # time_lookup: lookups per repeat

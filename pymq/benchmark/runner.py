@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import importlib
 import importlib.metadata
+import importlib.util
 import json
 import os
 import platform
@@ -22,14 +23,15 @@ from .read import (BisectTimeLookup, LmdbCursorRead, PymqDispatch, PymqGetMessag
                    PymqTimeLookup, QueuelibPop)
 from .delivery import PymqDelayDelivery, PymqPutWithoutTimers, PymqPutWithTimers, PymqTimerDelivery
 from .query import LmdbGet, PymqQueryMessage, SqliteSelect
+from .sqlite import SqliteExecutemany, SqliteInsertPerTxn, SqliteReadPages
 from .write import LmdbPutMulti, LmdbPutPerTxn, PymqPutMessage, PymqPutMessages, QueuelibPush
 
 #: Every workload, in output order; a group's pymq row comes first.
 WORKLOADS: tuple[type[Workload], ...] = (
-    PymqPutMessage, LmdbPutPerTxn, QueuelibPush,
-    PymqPutMessages, LmdbPutMulti,
+    PymqPutMessage, LmdbPutPerTxn, QueuelibPush, SqliteInsertPerTxn,
+    PymqPutMessages, LmdbPutMulti, SqliteExecutemany,
     PymqDispatch, PymqPutMessagesReference,
-    PymqGetMessage, QueuelibPop, LmdbCursorRead,
+    PymqGetMessage, QueuelibPop, LmdbCursorRead, SqliteReadPages,
     PymqTimeLookup, BisectTimeLookup,
     PymqQueryMessage, LmdbGet, SqliteSelect,
     PymqDelayDelivery, PymqTimerDelivery,
@@ -156,6 +158,11 @@ def _validate(options: BenchOptions) -> None:
         raise FileNotFoundError(f"--dir {options.directory!r} is not a directory")
     if options.json_path and not os.path.isdir(os.path.dirname(os.path.abspath(options.json_path))):
         raise FileNotFoundError(f"--json {options.json_path!r}: no such directory")
+    if options.plot_path:
+        if not os.path.isdir(os.path.dirname(os.path.abspath(options.plot_path))):
+            raise FileNotFoundError(f"--plot {options.plot_path!r}: no such directory")
+        if importlib.util.find_spec("matplotlib") is None:
+            raise FileNotFoundError("--plot needs matplotlib: pip install 'pymq[bench]'")
     if hasattr(pymq, "StoreConfig"):
         store_config(options)
 
@@ -311,6 +318,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--dir", dest="directory", default=None, metavar="DIR",
         help="parent directory of the temporary stores (default: the system temp dir)")
     add("--json", dest="json_path", default=None, metavar="FILE", help="also write the results as JSON")
+    add("--plot", dest="plot_path", default=None, metavar="FILE.png",
+        help="also draw the results as a PNG chart (needs matplotlib)")
     add("--flush-disk-type", choices=("ASYNC_FLUSH", "SYNC_FLUSH"), default=d.flush_disk_type,
         help="pymq's flush_disk_type; SYNC_FLUSH also opens lmdb with sync=True (default ASYNC_FLUSH)")
     add("--commitlog-file-size", type=_positive_int, default=None, metavar="BYTES",
@@ -352,10 +361,16 @@ def parse_args(argv: Sequence[str] | None = None) -> BenchOptions:
 def main(options: BenchOptions, out: TextIO | None = None) -> int:
     """Run the benchmark, print the report to ``out`` (stdout), write ``--json``; return 0."""
     out = out if out is not None else sys.stdout
-    report = run_benchmarks(options, progress=sys.stderr)
+    # progress lines only for a person watching a terminal
+    report = run_benchmarks(options, progress=sys.stderr if sys.stderr.isatty() and out.isatty() else None)
     print(format_report(report), file=out, flush=True)
     if options.json_path:
         write_json(report, options.json_path)
+    if options.plot_path:
+        from .plot import plot_report
+        plot_report(report.rows, options.plot_path,
+                    f"pymq bench: {report.environment.get('cpu', '')}, 100-byte bodies".replace(
+                        "100", str(options.body_size)))
     return 0
 
 
