@@ -75,20 +75,7 @@ class CommitLog:
                 index = i
                 break
         start = files[index].file_from_offset
-        process = start
-        while index < len(files):
-            mf = files[index]
-            pos, _count, blank = record.scan_segment(mf, 0, self._scan_end(mf), check_crc)
-            if blank:
-                process = mf.file_from_offset + self.file_size
-                index += 1
-                continue
-            process = mf.file_from_offset + pos
-            break
-        mfq.flushed_where = process
-        mfq.truncate_dirty_files(process)
-        self.appender.set_current(mfq.get_last_mapped_file())
-        return process, start
+        return self._walk_and_cut(index, check_crc), start
 
     def recover_normally(self, check_crc: bool = False) -> int:
         """Find the end of the log after a clean shutdown and cut anything after it.
@@ -103,7 +90,14 @@ class CommitLog:
             mfq.flushed_where = 0
             self.appender.set_current(None)
             return 0
-        index = max(0, len(files) - 3)
+        return self._walk_and_cut(max(0, len(files) - 3), check_crc)
+
+    def _walk_and_cut(self, index: int, check_crc: bool) -> int:
+        """Walk whole records from segment ``index``, crossing segments at end-of-file
+        blanks, to the first position that holds no whole record; cut the log there and
+        return that offset."""
+        mfq = self.mapped_file_queue
+        files = mfq.mapped_files
         process = files[index].file_from_offset
         while index < len(files):
             mf = files[index]
