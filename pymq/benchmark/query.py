@@ -98,13 +98,6 @@ class LmdbGet(_LmdbWorkload, _Query):
     def check(self) -> None:
         _expect(self.found > 0, "no key was found")
 
-    def close(self) -> None:
-        txn = getattr(self, "txn", None)
-        if txn is not None:
-            txn.abort()
-            self.txn = None
-        super().close()
-
 
 class SqliteSelect(_Query):
     """sqlite3: SELECT body FROM messages WHERE key = ? on an indexed column."""

@@ -177,13 +177,6 @@ class LmdbCursorRead(_LmdbWorkload):
     def check(self) -> None:
         _expect(self.read > 0, "nothing read")
 
-    def close(self) -> None:
-        txn = getattr(self, "txn", None)
-        if txn is not None:
-            txn.abort()
-            self.txn = None
-        super().close()
-
 
 # -- time lookup ---------------------------------------------------------------------------
 

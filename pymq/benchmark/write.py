@@ -103,6 +103,10 @@ class _LmdbWorkload(Workload):
         _expect(entries == self.next_key, f"lmdb holds {entries} entries, wrote {self.next_key}")
 
     def close(self) -> None:
+        txn = getattr(self, "txn", None)          # a read workload's read transaction
+        if txn is not None:
+            txn.abort()
+            self.txn = None
         env, self.env = self.env, None
         if env is not None:
             env.close()
