@@ -54,6 +54,7 @@ def session(master: str):
 
     spark = (SparkSession.builder.master(master).appName("pymq-bench")
              .config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
              .config("spark.driver.memory", "2g")
              .config("spark.sql.shuffle.partitions", "2")
              .config("spark.sql.python.filterPushdown.enabled", "true")

@@ -194,10 +194,10 @@ class MessageStore:
         self._bind_reads()
 
     def refresh(self) -> None:
-        """Read-only stores: catch up with what the writer appended since the last look
-        (the running store does this every few milliseconds on its own)."""
+        """Read-only stores: catch up now with what the writer appended since the last
+        look, new queues included (a started store also does this every few ms)."""
         if self.refresh_service is not None:
-            self.refresh_service.refresh()
+            self.refresh_service.refresh(discover=True)
 
     def _recover(self):
         """Consume queues first, then the log (RocketMQ's order). After a clean exit the
@@ -443,6 +443,28 @@ class MessageStore:
             return any(off < find(topic, q).get_max_offset_in_queue() for q, off in offsets.items())
 
         return self.notifier.wait((topic, None), ready, timeout_s)
+
+    def has_queue(self, topic: str, queue_id: int) -> bool:
+        """Whether (topic, queue_id) has a consume queue (unlike the other queries, which
+        act as if an unknown queue were empty, as RocketMQ does)."""
+        return self.consume_queues.find_consume_queue(topic, queue_id, create=False) is not None
+
+    def read_columns(self, topic: str, queue_id: int, start: int, end: int, max_rows: int = 65536,
+                     max_bytes: int = 64 << 20):
+        """Columnar read for data pipelines (the Spark source uses it): the messages of
+        queue offsets ``[start, end)`` decoded in C into column buffers laid out as Arrow
+        arrays, at most ``max_rows`` rows and (after the first) ``max_bytes`` of records.
+
+        Returns ``(count, status, columns)`` as ``pymq._core.columns.read_range`` does;
+        ``count`` is 0 and ``columns`` None for an unknown queue.
+        """
+        from pymq._core import columns
+        cq = self.consume_queues.find_consume_queue(topic, queue_id, create=False)
+        if cq is None:
+            return 0, columns.READ_CQ_END, None
+        cl = self.commit_log
+        return columns.read_range(cq.appender, cl.mapped_file_queue.mapped_files, cl.file_size, topic,
+                                  queue_id, start, end, max_rows, max_bytes)
 
     def get_topics(self) -> dict:
         """``{topic: [queue ids]}`` of every consume queue."""

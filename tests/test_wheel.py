@@ -16,6 +16,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROUND_TRIP = r"""
 import importlib.util, sys, tempfile
 import pymq
+assert pymq.__file__.startswith(sys.prefix), f"imported {pymq.__file__}, not the installed wheel"
 assert importlib.util.find_spec("Cython") is None, "Cython must not be needed at run time"
 assert pymq._core.COMPILED
 with pymq.MessageStore(tempfile.mkdtemp(), pymq.StoreConfig(commitlog_file_size=1 << 20)) as s:
@@ -48,15 +49,21 @@ def test_wheel_contents(wheel):
     assert not any(n.endswith((".pyx", ".c")) for n in names)
 
 
+def clean_env() -> dict:
+    """The environment without anything that points Python at this checkout."""
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+
+
 def test_wheel_installs_and_works_without_cython(wheel, tmp_path):
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
     python = str(env_dir / "bin" / "python")
     p = subprocess.run([python, "-m", "pip", "install", "--quiet", str(wheel)],
-                       capture_output=True, text=True, timeout=600)
+                       capture_output=True, text=True, timeout=600, env=clean_env(), cwd=str(tmp_path))
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     p = subprocess.run([python, "-c", ROUND_TRIP], capture_output=True, text=True, timeout=120,
-                       cwd=str(tmp_path))              # not the source tree: import the installed copy
+                       cwd=str(tmp_path), env=clean_env())     # the installed copy, not the source tree
     assert p.returncode == 0 and "ROUND TRIP OK" in p.stdout, p.stdout + p.stderr
-    p = subprocess.run([str(env_dir / "bin" / "pymq"), "--version"], capture_output=True, text=True)
+    p = subprocess.run([str(env_dir / "bin" / "pymq"), "--version"], capture_output=True, text=True,
+                       env=clean_env(), cwd=str(tmp_path))
     assert p.returncode == 0 and "pymq" in p.stdout

@@ -20,9 +20,10 @@ own their memory and export it through the buffer protocol, so the wrap is zero-
 Properties follow ``string2messageProperties`` (RocketMQ 4.9.7, as
 ``pymq._core.message.decode_properties``): entries split on \\x02, name and value split at
 the first \\x01, entries with an empty name or value skipped, and a repeated name keeps
-its first position with its last value (a dict's semantics), so the map column equals
-``MessageExt.properties``. ``tags`` is the TAGS property, ``keys`` KEYS split on spaces
-(empty parts dropped), ``uniq_key`` UNIQ_KEY; each is null when absent. ``msg_id`` is the
+its first position with its last value (a dict's semantics). ``tags`` is the TAGS
+property, ``keys`` KEYS split on spaces (empty parts dropped), ``uniq_key`` UNIQ_KEY; each
+is null when absent. The map column holds the other entries, so it equals
+``MessageExt.properties`` without TAGS, KEYS and UNIQ_KEY (they have their columns). ``msg_id`` is the
 offset message id (hex of the store host field and the commit-log offset).
 
 A read stops early, never past what it can check, and says why (``status``):
@@ -46,7 +47,7 @@ from pymq._core.clayout cimport (BORNHOST_V6_FLAG, CQ_STORE_UNIT_SIZE, IPV4_HOST
 from pymq._core.hton cimport pymq_get_i32, pymq_get_i64
 from pymq._core.cq_unit cimport CqAppender
 from pymq._core.mapped_file cimport MappedFile, segment_for
-from pymq._core.message cimport format_host
+from pymq._core.message cimport Message, format_host
 from pymq._core.record cimport RecordLayout, next_property, record_layout
 
 READ_OK = 0
@@ -415,15 +416,16 @@ def read_range(CqAppender app, list commitlog_files not None, long long commitlo
             tags_sp = keys_sp = uniq_sp = NULL
             for i in range(nspan):
                 sp = &spans[i]
-                prop_names.push(rec + sp.ks, sp.kl)
-                prop_values.push(rec + sp.vs, sp.vl)
                 if _named(rec, sp, b"TAGS", 4):
                     tags_sp = sp
                 elif _named(rec, sp, b"KEYS", 4):
                     keys_sp = sp
                 elif _named(rec, sp, b"UNIQ_KEY", 8):
                     uniq_sp = sp
-            map_entries += nspan
+                else:
+                    prop_names.push(rec + sp.ks, sp.kl)
+                    prop_values.push(rec + sp.vs, sp.vl)
+                    map_entries += 1
             if map_entries > INT32_LIMIT:
                 raise OverflowError("too many property entries in one batch")
             props_offsets.length = (n + 1) * 4
@@ -490,3 +492,67 @@ def queue_bounds(CqAppender app):
         return 0, 0
     last = <MappedFile>files[len(files) - 1]
     return app.min_logic_offset // CQ_STORE_UNIT_SIZE, (last.file_from_offset + last.wrote) // CQ_STORE_UNIT_SIZE
+
+
+# -- the other way: staged columns to Messages ------------------------------------------------------
+
+def build_messages(list topics not None, list bodies not None, list tags not None, list keys not None,
+                   list names not None, list values not None, list offsets not None, list queue_ids not None,
+                   list flags not None, list uniq_keys not None, list rows not None, str uniq_prefix not None):
+    """``Message`` objects for rows of a Spark write's staging table (``pymq.spark.commit``).
+
+    The lists are the staged columns of the rows to build (``to_pylist``), properties as
+    flattened ``names`` / ``values`` with ``offsets`` (n + 1) into them. ``UNIQ_KEY`` is the
+    row's ``uniq_keys`` entry, else its UNIQ_KEY property, else ``uniq_prefix`` + its index
+    in ``rows`` as 10 hex digits.
+    ``keys`` holds each row's keys as one space-separated string. Types are checked as
+    ``Message()`` checks them; the values were validated when they were staged."""
+    cdef Py_ssize_t n = len(rows), i, j, a, b
+    cdef list out = [None] * n
+    cdef Message m
+    cdef dict p
+    cdef object t, body, tg, k, v
+    cdef long long row
+    cdef char hexbuf[10]
+    if not (len(topics) == len(bodies) == len(tags) == len(keys) == len(queue_ids) == len(flags)
+            == len(uniq_keys) == n and len(offsets) == n + 1):
+        raise ValueError("build_messages: the columns differ in length")
+    for i in range(n):
+        t = topics[i]
+        body = bodies[i]
+        if type(t) is not str or type(body) is not bytes:
+            raise TypeError("a staged row needs a str topic and a bytes body")
+        m = Message.__new__(Message)
+        m._topic = t
+        m._body = body
+        tg = tags[i]
+        if tg is not None and type(tg) is not str:
+            raise TypeError("tags must be str or None")
+        m._tags = tg if tg else None
+        k = keys[i]
+        if k:
+            m._keys = [x for x in (<str?>k).split(" ") if x] or None
+        a = offsets[i]
+        b = offsets[i + 1]
+        if a < 0 or b < a or b > len(names) or b > len(values):
+            raise ValueError("build_messages: bad property offsets")
+        p = {}
+        for j in range(a, b):
+            v = values[j]
+            if v is not None:
+                p[names[j]] = v
+        v = uniq_keys[i]
+        if v is not None:
+            p["UNIQ_KEY"] = v
+        elif "UNIQ_KEY" not in p:
+            row = rows[i]
+            for j in range(10):
+                hexbuf[9 - j] = HEX[(row >> (4 * j)) & 15]
+            p["UNIQ_KEY"] = uniq_prefix + PyBytes_FromStringAndSize(hexbuf, 10).decode("ascii")
+        m._properties = p
+        m.queue_id = queue_ids[i]
+        if m.queue_id < 0:
+            raise ValueError("queue_id must be >= 0")
+        m.flag = flags[i]
+        out[i] = m
+    return out

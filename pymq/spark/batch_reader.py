@@ -25,15 +25,14 @@ def plan_ranges(opts: ReadOptions, pushdown: Pushdown | None = None) -> list:
             continue
         config = stores.infer_config(ref.path, opts.store_overrides)
         store = stores.open_read_only(ref.path, config)
-        store.refresh()
+        stores.catch_up(store)
         for topic, qids in sorted(store.get_topics().items()):
             if not opts.matches(topic) or not pd.allows_topic(topic):
                 continue
             for q in qids:
                 if not pd.allows_queue(q):
                     continue
-                lo = store.get_min_offset_in_queue(topic, q)
-                hi = store.get_max_offset_in_queue(topic, q)
+                lo, hi = stores.queue_bounds(store, topic, q)
                 start = offsets.resolve("start", opts, store, ref.name, topic, q, lo, hi)
                 end = offsets.resolve("end", opts, store, ref.name, topic, q, lo, hi)
                 if start < lo:
@@ -60,13 +59,24 @@ class PymqBatchReader(DataSourceReader):
         self.opts = opts
         self.pushdown = Pushdown()
 
-    def pushFilters(self, filters):
-        """Fold what the queues and offsets can answer into the plan; return the rest."""
-        return push_filters(self.pushdown, filters)
-
     def partitions(self):
         ranges = plan_ranges(self.opts, self.pushdown)
         return partitions.split(ranges, self.opts.min_partitions, self.opts.max_records_per_partition)
 
     def read(self, partition):
         return read_partition(partition if isinstance(partition, partitions.QueueRange) else None)
+
+
+class PymqPushdownReader(PymqBatchReader):
+    """A batch reader that also takes pushed filters (option ``filterPushdown``).
+
+    A separate class because Spark refuses any read through a reader that implements
+    ``pushFilters`` unless ``spark.sql.python.filterPushdown.enabled`` is true, and because
+    Spark 4.3.0 keeps the partitions planned with pushed filters on the DataFrame and
+    reuses them for a later query of the same DataFrame that pushes no filter (see
+    docs/spark.md): pushdown is for queries that load the source for themselves.
+    """
+
+    def pushFilters(self, filters):
+        """Fold what the queues and offsets can answer into the plan; return the rest."""
+        return push_filters(self.pushdown, filters)

@@ -7,27 +7,32 @@ store writable (it takes the store's exclusive lock for the duration), then for 
 not yet in the ledger (``pymq.spark.ledger``): records the intent, appends the staged rows
 with ``put_messages`` (one batch per topic and queue, within the store's batch limits),
 flushes the commit log, and marks the task done. Rows land in a fixed order (by topic,
-then queue id, then their order in the task), and a row without a ``UNIQ_KEY`` property
-gets one derived from the job, the partition and its index (32 hex digits, like a
-client message id), so a commit resumed after a
-crash can tell which of its rows are already in the store.
+then queue id, then their order in the task), and a row without a uniq key (column
+``uniq_key`` or property ``UNIQ_KEY``) gets one derived from the job, the partition and its index (32 hex digits, like a
+client message id), so a commit resumed after a crash can tell which of its rows are
+already in the store.
 """
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import os
 import shutil
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 import pymq
+from pymq._core.columns import build_messages
 from pymq.errors import PymqError
 
 from . import stores
 from .ledger import Ledger
-from .staging import STAGING_DIR, read_staged
+from .staging import STAGING_DIR, close_job, read_staged
+
+CHUNK_ROWS = 65_536              # rows turned into Messages at a time
 
 
 def uniq_prefix(job: str) -> str:
@@ -40,24 +45,58 @@ def _append_order(table: pa.Table) -> list:
     return pc.sort_indices(table, sort_keys=[("topic", "ascending"), ("queue_id", "ascending")]).to_pylist()
 
 
-def _messages(table: pa.Table, order: list, prefix: str) -> list:
-    t = table.take(pa.array(order, pa.int64())) if order else table.slice(0, 0)
-    topics = t.column("topic").to_pylist()
-    queues = t.column("queue_id").to_pylist()
-    bodies = t.column("body").to_pylist()
-    tags = t.column("tags").to_pylist()
-    keys = t.column("keys").to_pylist()
-    props = t.column("properties").to_pylist()
-    flags = t.column("flag").to_pylist()
+def _lengths(arr) -> np.ndarray:
+    return pc.fill_null(pc.binary_length(arr), 0).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def _estimates(t: pa.Table) -> np.ndarray:
+    """Per row, a bound of what a row adds to a batch (record header, body, properties)."""
+    props = t.column("properties").combine_chunks()
+    entry = np.concatenate([[0], np.cumsum(_lengths(props.keys) + _lengths(props.items) + 2)])
+    offsets = props.offsets.to_numpy(zero_copy_only=False)
+    return (192 + _lengths(t.column("topic")) + _lengths(t.column("body")) + _lengths(t.column("tags"))
+            + _lengths(t.column("keys")) + entry[offsets[1:]] - entry[offsets[:-1]])
+
+
+def _runs(t: pa.Table, budget: int) -> list:
+    """``[(start, end)]`` of the rows of ``t`` (in append order): runs of one topic and
+    queue whose estimated size stays within ``budget`` (or of one row)."""
+    n = t.num_rows
+    if n == 0:
+        return []
+    topic = pc.dictionary_encode(t.column("topic")).combine_chunks().indices.to_numpy(zero_copy_only=False)
+    queue = t.column("queue_id").to_numpy()
+    cuts = np.flatnonzero((topic[1:] != topic[:-1]) | (queue[1:] != queue[:-1])) + 1
+    total = np.concatenate([[0], np.cumsum(_estimates(t))])
     out = []
-    Message = pymq.Message
-    for i, row in enumerate(order):
-        p = dict(props[i]) if props[i] else {}
-        if "UNIQ_KEY" not in p:
-            p["UNIQ_KEY"] = f"{prefix}{row:010X}"
-        out.append(Message(topics[i], bodies[i], tags=tags[i] or None, keys=keys[i] or None, properties=p,
-                           queue_id=queues[i], flag=flags[i]))
+    for a, b in zip(np.concatenate([[0], cuts]).tolist(), np.concatenate([cuts, [n]]).tolist()):
+        while a < b:
+            end = int(np.searchsorted(total, total[a] + budget, side="right")) - 1
+            end = min(b, max(end, a + 1))
+            out.append((a, end))
+            a = end
     return out
+
+
+def _messages(table: pa.Table, rows: list, prefix: str, budget: int = 1 << 20) -> tuple:
+    """``(messages, runs)`` of the staged ``rows`` in that order: the ``Message``
+    objects, and how to cut them into ``put_messages`` batches (see ``_runs``)."""
+    t = table.take(pa.array(rows, pa.int64())) if rows else table.slice(0, 0)
+    props = t.column("properties").combine_chunks()
+    if props.offset:
+        props = pa.concat_arrays([props])           # offsets from 0 for the flattened lists
+    enabled = gc.isenabled()
+    gc.disable()                 # a cycle pass per 700 new objects makes this quadratic
+    try:
+        out = build_messages(
+            t.column("topic").to_pylist(), t.column("body").to_pylist(), t.column("tags").to_pylist(),
+            t.column("keys").to_pylist(), props.keys.to_pylist(), props.items.to_pylist(),
+            props.offsets.to_pylist(), t.column("queue_id").to_pylist(), t.column("flag").to_pylist(),
+            t.column("uniq_key").to_pylist(), rows, prefix)
+    finally:
+        if enabled:
+            gc.enable()
+    return out, _runs(t, budget)
 
 
 def _same(m, want) -> bool:
@@ -68,7 +107,7 @@ def _same(m, want) -> bool:
 def count_landed(store: pymq.MessageStore, start: int, expected: list) -> int:
     """How many of ``expected`` (in append order) are the records from commit-log offset
     ``start`` on: the prefix an interrupted commit already appended."""
-    file_size = store.commit_log.file_size
+    file_size = store.config.commitlog_file_size
     end = store.get_max_phy_offset()
     off, k = start, 0
     while k < len(expected) and off < end:
@@ -83,34 +122,16 @@ def count_landed(store: pymq.MessageStore, start: int, expected: list) -> int:
     return k
 
 
-def _estimate(m) -> int:
-    props = m.properties
-    size = 20 + len(m.body) + 2 + sum(len(k) + len(v) + 2 for k, v in props.items())
-    if m.tags:
-        size += len(m.tags) + 6
-    if m.keys:
-        size += sum(len(k) + 1 for k in m.keys) + 6
-    return size + 128 + len(m.topic)
+def batch_budget(config: pymq.StoreConfig) -> int:
+    """Bytes of messages per ``put_messages``: well within the store's batch limits (the
+    body-and-properties total, ``max_message_size``, and one commit-log segment)."""
+    return max(1, min(config.max_message_size, config.commitlog_file_size // 2) * 3 // 4)
 
 
-def append(store: pymq.MessageStore, msgs: list) -> None:
-    """``put_messages`` in runs of one topic and queue, each within the store's limits."""
-    cfg = store.config
-    budget = max(1, min(cfg.max_message_size, cfg.commitlog_file_size // 2) * 3 // 4)
-    run: list = []
-    size = 0
-    key = None
-    for m in msgs:
-        k = (m.topic, m.queue_id)
-        s = _estimate(m)
-        if run and (k != key or size + s > budget):
-            _put(store, run)
-            run, size = [], 0
-        run.append(m)
-        size += s
-        key = k
-    if run:
-        _put(store, run)
+def append(store: pymq.MessageStore, msgs: list, runs: list) -> None:
+    """``put_messages`` for each run of ``msgs``."""
+    for a, b in runs:
+        _put(store, msgs[a:b])
 
 
 def _put(store: pymq.MessageStore, run: list) -> None:
@@ -126,11 +147,30 @@ def _put(store: pymq.MessageStore, run: list) -> None:
                     f"{r.status.name}")
 
 
+def append_task(store: pymq.MessageStore, ledger: Ledger, task, prefix: str) -> int:
+    """Append one staged task (resuming an interrupted append); returns rows appended."""
+    table = read_staged(task.path)
+    order = _append_order(table)
+    intent = ledger.intent(task.partition)
+    done = 0
+    if intent is None:
+        ledger.write_intent(task.partition, store.get_max_phy_offset(), len(order))
+    else:
+        done = count_landed(store, intent["start"], _messages(table, order, prefix)[0])
+    budget = batch_budget(store.config)
+    for a in range(done, len(order), CHUNK_ROWS):
+        msgs, runs = _messages(table, order[a:a + CHUNK_ROWS], prefix, budget)
+        append(store, msgs, runs)
+    store.flush()
+    ledger.mark_task_done(task.partition, len(order), len(order) - done)
+    return len(order) - done
+
+
 def commit_job(store_path: str, config_values: dict, lock_timeout_ms: int, job: str, tasks: list,
-               staging_dirs: list) -> int:
+               staging_dirs: list, close: bool = True) -> int:
     """Append the staged ``tasks`` (commit messages, None for tasks without one) of ``job``
     once; returns the number of rows appended by this call. Deletes the staged files and
-    ``staging_dirs`` when done."""
+    ``staging_dirs`` when done, marking them closed first when ``close`` (batch jobs)."""
     staging_root = os.path.join(store_path, STAGING_DIR)
     ledger = Ledger(staging_root, job)
     by_partition = {}
@@ -150,27 +190,23 @@ def commit_job(store_path: str, config_values: dict, lock_timeout_ms: int, job: 
                 rows += task.rows
                 if ledger.task_done(p):
                     continue
-                table = read_staged(task.path)
-                order = _append_order(table)
-                msgs = _messages(table, order, f"{prefix}{p & 0xFFFFFF:06X}")
-                intent = ledger.intent(p)
-                if intent is None:
-                    ledger.write_intent(p, store.get_max_phy_offset(), len(msgs))
-                    done = 0
-                else:
-                    done = count_landed(store, intent["start"], msgs)
-                append(store, msgs[done:])
-                store.flush()
-                ledger.mark_task_done(p, len(msgs), len(msgs) - done)
-                appended += len(msgs) - done
+                appended += append_task(store, ledger, task, f"{prefix}{p & 0xFFFFFF:06X}")
             ledger.mark_job_done(len(by_partition), rows)
         finally:
             store.shutdown()
-    for t in by_partition.values():
-        _remove(t.path)
+    _clean(store_path, tasks, staging_dirs, close)
+    return appended
+
+
+def _clean(store_path: str, tasks: list, staging_dirs: list, close: bool) -> None:
+    if close:
+        for d in staging_dirs:
+            close_job(store_path, os.path.basename(d))
+    for t in tasks:
+        if t is not None:
+            _remove(t.path)
     for d in staging_dirs:
         shutil.rmtree(d, ignore_errors=True)
-    return appended
 
 
 def _remove(path: str) -> None:
@@ -180,10 +216,6 @@ def _remove(path: str) -> None:
         pass
 
 
-def abort_job(tasks: list, staging_dirs: list) -> None:
+def abort_job(store_path: str, tasks: list, staging_dirs: list, close: bool = True) -> None:
     """Delete what the job staged; nothing was appended."""
-    for t in tasks:
-        if t is not None:
-            _remove(t.path)
-    for d in staging_dirs:
-        shutil.rmtree(d, ignore_errors=True)
+    _clean(store_path, tasks, staging_dirs, close)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pyspark.sql.datasource import DataSource
 
-from .batch_reader import PymqBatchReader
+from .batch_reader import PymqBatchReader, PymqPushdownReader
 from .options import parse_read_options, parse_write_options
 from .schema import READ_SCHEMA
 from .stream_reader import PymqStreamReader
@@ -33,7 +33,8 @@ class PymqDataSource(DataSource):
     ``topicPattern``, ``startingOffsets``, ``endingOffsets``, ``startingTimestamp``,
     ``endingTimestamp``, ``startingOffsetsByTimestamp``, ``endingOffsetsByTimestamp``,
     ``minPartitions``, ``maxRecordsPerPartition``, ``maxOffsetsPerTrigger``,
-    ``failOnDataLoss``, ``batchRows``, ``batchBytes``, ``store.<StoreConfig field>``.
+    ``failOnDataLoss``, ``filterPushdown``, ``batchRows``, ``batchBytes``,
+    ``store.<StoreConfig field>``.
     Write options: ``path``, ``queueNums``, ``lockTimeoutMs``, ``sinkId``,
     ``store.<StoreConfig field>``. See docs/spark.md.
     """
@@ -52,7 +53,8 @@ class PymqDataSource(DataSource):
 
     def reader(self, schema):
         self._check_read_schema(schema)
-        return PymqBatchReader(parse_read_options(_options(self.options), streaming=False))
+        opts = parse_read_options(_options(self.options), streaming=False)
+        return (PymqPushdownReader if opts.filter_pushdown else PymqBatchReader)(opts)
 
     def streamReader(self, schema):
         self._check_read_schema(schema)

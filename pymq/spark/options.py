@@ -23,7 +23,7 @@ READ_OPTIONS = {
     "path", "topics", "topicpattern", "startingoffsets", "endingoffsets", "startingtimestamp",
     "endingtimestamp", "startingoffsetsbytimestamp", "endingoffsetsbytimestamp", "minpartitions",
     "maxrecordsperpartition", "maxrowsperpartition", "maxoffsetspertrigger", "failondataloss",
-    "batchrows", "batchbytes",
+    "batchrows", "batchbytes", "filterpushdown",
 }
 WRITE_OPTIONS = {"path", "queuenums", "locktimeoutms", "sinkid", "checkpointlocation", "queryname"}
 
@@ -123,6 +123,7 @@ class ReadOptions:
     batch_rows: int
     batch_bytes: int
     store_overrides: dict
+    filter_pushdown: bool = False
 
     def matches(self, topic: str) -> bool:
         """Whether ``topic`` is subscribed (``topics``, ``topicPattern``, or every
@@ -172,6 +173,7 @@ def parse_read_options(options, streaming: bool) -> ReadOptions:
         batch_rows=_int(options, "batchRows", DEFAULT_BATCH_ROWS, 1),
         batch_bytes=_int(options, "batchBytes", DEFAULT_BATCH_BYTES, 1024),
         store_overrides=stores.config_overrides(options),
+        filter_pushdown=_bool(options, "filterPushdown", False),
     )
 
 

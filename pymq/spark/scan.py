@@ -40,27 +40,22 @@ def read_partition(p) -> Iterator:
         return
     config = dict(p.config)
     store = stores.open_read_only(p.store_path, config)
-    cq = stores.consume_queue(store, p.topic, p.queue_id)
-    if cq is None or cq.get_max_offset_in_queue() < p.end:
-        store.refresh()
-        cq = stores.consume_queue(store, p.topic, p.queue_id)
-    if cq is None:
+    if not stores.has_queue(store, p.topic, p.queue_id) or store.get_max_offset_in_queue(p.topic, p.queue_id) < p.end:
+        stores.catch_up(store)
+    if not stores.has_queue(store, p.topic, p.queue_id):
         data_loss(f"{p.store_path}: queue {p.topic}-{p.queue_id} is gone", p.fail_on_data_loss)
         return
     where = f"{p.store_path}: {p.topic}-{p.queue_id}"
     offset = p.start
     refreshed = False
     while offset < p.end:
-        lo = cq.get_min_offset_in_queue()
+        lo = stores.queue_min(store, p.topic, p.queue_id)
         if offset < lo:
             data_loss(f"{where}: offsets [{offset}, {min(lo, p.end)}) were removed (queue min {lo})",
                       p.fail_on_data_loss)
             offset = lo
             continue
-        commit_log = store.commit_log
-        n, status, cols = _columns.read_range(
-            cq.appender, commit_log.mapped_file_queue.mapped_files, commit_log.file_size, p.topic, p.queue_id,
-            offset, p.end, p.batch_rows, p.batch_bytes)
+        n, status, cols = store.read_columns(p.topic, p.queue_id, offset, p.end, p.batch_rows, p.batch_bytes)
         if n:
             refreshed = False
             offset += n
@@ -69,13 +64,13 @@ def read_partition(p) -> Iterator:
         if status == _columns.READ_MISMATCH:
             raise CorruptStoreError(f"{where}: the entry at offset {offset} points at another queue's record")
         if not refreshed:
-            store.refresh()                  # the writer may have moved on since we looked
+            stores.catch_up(store)           # the writer may have moved on since we looked
             refreshed = True
             continue
-        if offset < cq.get_min_offset_in_queue() or status == _columns.READ_UNREADABLE:
+        if offset < stores.queue_min(store, p.topic, p.queue_id) or status == _columns.READ_UNREADABLE:
             data_loss(f"{where}: the record at offset {offset} is not readable", p.fail_on_data_loss)
             offset += 1
             refreshed = False
             continue
         raise CorruptStoreError(f"{where}: offsets [{offset}, {p.end}) were planned but the consume queue "
-                                f"ends at {cq.get_max_offset_in_queue()}")
+                                f"ends at {store.get_max_offset_in_queue(p.topic, p.queue_id)}")

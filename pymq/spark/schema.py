@@ -24,7 +24,7 @@ READ_COLUMNS = [
     ("tags", StringType(), True, "the TAGS property, null when absent"),
     ("keys", ArrayType(StringType(), False), True, "the KEYS property split on spaces, null when absent"),
     ("properties", MapType(StringType(), StringType(), False), False,
-     "every stored property, system ones (TAGS, KEYS, UNIQ_KEY, ...) included"),
+     "the other stored properties, user and system ones (TAGS, KEYS and UNIQ_KEY have columns)"),
     ("body", BinaryType(), False, "the message body"),
     ("msg_id", StringType(), False, "offset message id: hex of store host and commit-log offset"),
     ("uniq_key", StringType(), True, "the client message id (UNIQ_KEY), null when absent"),
@@ -75,4 +75,5 @@ WRITE_COLUMNS = {
     "properties": "map<string,string>",
     "queue_id": "int; null or absent: spread over queueNums queues",
     "flag": "int",
+    "uniq_key": "string, the client message id; null or absent: one is derived from the job",
 }

@@ -5,11 +5,12 @@ stores (each subdirectory with a ``commitlog/`` is one, named by the subdirector
 multi-store layout, one store per node or broker, read as one source. Several paths can
 be given separated by commas.
 
-A store does not record its file sizes, and a reader or writer must use the writer's:
-segment sizes are read off the files (``commitlog/``, ``consumequeue/``), index sizes are
-taken from options or inferred when the file size fits RocketMQ's 1:4 slots-to-entries
-ratio (the default 5M/20M does). Any ``StoreConfig`` field can be given as an option
-``store.<field>`` (e.g. ``store.commitlog_file_size``), which wins over inference.
+A reader or writer must map a store's files with the sizes it was written with. pymq
+records them in ``config/storeSizes.json``; for a store without it (written by an older
+pymq, or by RocketMQ), segment sizes are read off the files (``commitlog/``,
+``consumequeue/``) and index sizes inferred when the file size fits RocketMQ's 1:4
+slots-to-entries ratio (the default 5M/20M does). Any ``StoreConfig`` field can be given
+as an option ``store.<field>`` (e.g. ``store.commitlog_file_size``), which wins over both.
 
 Reads open stores read-only (no lock, no recovery) inside the executor's ``read()``; a
 Python worker keeps a few open between tasks and calls ``refresh()`` to catch up with a
@@ -26,11 +27,11 @@ from collections import OrderedDict
 from typing import Optional
 
 import pymq
+from pymq.config import SIZE_FIELDS, config_for_store, sizes_path
 from pymq.errors import StoreLockedError
 
 STORE_OPTION_PREFIX = "store."
 _CONFIG_FIELDS = {f.name: f for f in dataclasses.fields(pymq.StoreConfig)}
-_SIZE_FIELDS = ("commitlog_file_size", "consume_queue_entries", "index_hash_slots", "index_max_entries")
 
 #: System topics RocketMQ writes itself; a read without ``topics``/``topicPattern`` skips them.
 SYSTEM_TOPIC_PREFIXES = ("SCHEDULE_TOPIC_XXXX", "rmq_sys_", "RMQ_SYS_", "%RETRY%", "%DLQ%")
@@ -135,10 +136,15 @@ def config_overrides(options) -> dict:
 
 
 def infer_config(root: str, overrides: dict, for_writing: bool = False) -> dict:
-    """StoreConfig values for the store at ``root``: ``overrides`` first, then the sizes of
-    its files. Raises when a writer would open it with index sizes that do not fit its
-    index files (opening writable deletes index files of the wrong size)."""
-    values = dict(overrides)
+    """StoreConfig values for the store at ``root``: ``overrides`` first, then the sizes
+    recorded in the store, then the sizes of its files. Raises when a writer would open
+    it with index sizes that do not fit its index files (opening writable deletes index
+    files of the wrong size)."""
+    values = {}
+    if os.path.exists(sizes_path(root)):     # recorded by the store's writer: authoritative
+        recorded = config_for_store(root)
+        values = {f: getattr(recorded, f) for f in SIZE_FIELDS}
+    values.update(overrides)
     if "commitlog_file_size" not in values:
         size = _first_file_size(os.path.join(root, "commitlog"))
         if size:
@@ -180,6 +186,10 @@ def open_read_only(path: str, config_values: dict) -> pymq.MessageStore:
     key = (path, tuple(sorted(config_values.items())))
     with _OPEN_LOCK:
         store = _OPEN.get(key)
+        if store is not None and _files_deleted(store):
+            del _OPEN[key]                   # retention removed segments: map what is left
+            store.shutdown()
+            store = None
         if store is not None:
             _OPEN.move_to_end(key)
             return store
@@ -189,6 +199,18 @@ def open_read_only(path: str, config_values: dict) -> pymq.MessageStore:
             _, old = _OPEN.popitem(last=False)
             old.shutdown()
         return store
+
+
+def _files_deleted(store: pymq.MessageStore) -> bool:
+    """Whether the first commit-log segment this open store maps was deleted since (the
+    store keeps it mapped; a reopen sees the new first segment)."""
+    first = store.get_min_phy_offset()
+    return first >= 0 and not os.path.exists(os.path.join(store.store_path, "commitlog", f"{first:020d}"))
+
+
+def catch_up(store: pymq.MessageStore) -> None:
+    """Let a read-only store see what its writer appended, queues created since included."""
+    store.refresh()
 
 
 def close_all() -> None:
@@ -220,15 +242,35 @@ def open_writable(path: str, config: pymq.StoreConfig, lock_timeout_ms: int) -> 
 
 # -- queues ---------------------------------------------------------------------------------------
 
-def consume_queue(store: pymq.MessageStore, topic: str, queue_id: int):
-    """The consume queue of (topic, queue_id), or None when the store has none."""
-    return store.consume_queues.find_consume_queue(topic, queue_id, create=False)
+def has_queue(store: pymq.MessageStore, topic: str, queue_id: int) -> bool:
+    """Whether the store has a consume queue for (topic, queue_id)."""
+    return store.has_queue(topic, queue_id)
 
 
-def queue_bounds(store: pymq.MessageStore) -> dict:
-    """``{(topic, queue_id): (min offset, max offset)}`` of every queue of the store."""
-    out = {}
-    for topic, qids in store.get_topics().items():
-        for q in qids:
-            out[(topic, q)] = (store.get_min_offset_in_queue(topic, q), store.get_max_offset_in_queue(topic, q))
-    return out
+def queue_min(store: pymq.MessageStore, topic: str, queue_id: int) -> int:
+    """The first offset of the queue whose message is still in the store.
+
+    ``get_min_offset_in_queue`` can lag when files were deleted under a reader (retention
+    removes commit-log segments first, then the consume-queue files wholly below them), so
+    the first consume-queue file and the commit log's min offset are checked too: entries
+    whose records are gone are found by bisection (a queue's records have increasing
+    commit-log offsets)."""
+    lo = store.get_min_offset_in_queue(topic, queue_id)     # accounts for deleted queue files
+    hi = store.get_max_offset_in_queue(topic, queue_id)
+    min_phy = store.get_min_phy_offset()
+    where = store.get_commit_log_offset_in_queue
+    if lo < hi and min_phy > 0 and where(topic, queue_id, lo) < min_phy:
+        a, b = lo, hi
+        while a < b:
+            m = (a + b) // 2
+            if where(topic, queue_id, m) < min_phy:
+                a = m + 1
+            else:
+                b = m
+        lo = a
+    return min(lo, hi)
+
+
+def queue_bounds(store: pymq.MessageStore, topic: str, queue_id: int) -> tuple[int, int]:
+    """``(min, max)`` offsets of a queue: messages [min, max) can be read."""
+    return queue_min(store, topic, queue_id), store.get_max_offset_in_queue(topic, queue_id)

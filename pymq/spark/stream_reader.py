@@ -48,14 +48,13 @@ class PymqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if config is None:
                 config = self._configs[ref.path] = stores.infer_config(ref.path, self.opts.store_overrides)
             store = stores.open_read_only(ref.path, config)
-            store.refresh()
+            stores.catch_up(store)
             opened[ref.name] = (store, ref.path, config)
             for topic, qids in store.get_topics().items():
                 if not self.opts.matches(topic):
                     continue
                 for q in qids:
-                    bounds[(ref.name, topic, q)] = (store.get_min_offset_in_queue(topic, q),
-                                                    store.get_max_offset_in_queue(topic, q))
+                    bounds[(ref.name, topic, q)] = stores.queue_bounds(store, topic, q)
         return multi, bounds, opened
 
     # -- the offsets ----------------------------------------------------------------------------

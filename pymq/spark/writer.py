@@ -42,17 +42,17 @@ def check_write_schema(schema) -> None:
                          "(and ignores the other columns a pymq read returns)")
 
 
-def _stage_spec(opts: WriteOptions, job_dir: str) -> StageSpec:
+def _stage_spec(opts: WriteOptions, job_dir: str, closable: bool) -> StageSpec:
     path = os.path.abspath(opts.path)
     values = stores.infer_config(path, opts.store_overrides) if stores.is_store(path) else dict(opts.store_overrides)
     config = pymq.StoreConfig(**values)
     counts = {}
     if stores.is_store(path):
         store = stores.open_read_only(path, values)
-        store.refresh()
+        stores.catch_up(store)
         counts = {t: max(qids) + 1 for t, qids in store.get_topics().items() if qids}
     return StageSpec(path, job_dir, counts, opts.queue_nums or DEFAULT_QUEUE_NUMS, opts.queue_nums is not None,
-                     config.topic_validation, config.max_message_size)
+                     config.topic_validation, config.max_message_size, closable)
 
 
 class PymqBatchWriter(DataSourceArrowWriter):
@@ -61,7 +61,7 @@ class PymqBatchWriter(DataSourceArrowWriter):
     def __init__(self, opts: WriteOptions) -> None:
         self.opts = opts
         self.job = uuid.uuid4().hex
-        self.spec = _stage_spec(opts, self.job)
+        self.spec = _stage_spec(opts, self.job, closable=True)
 
     def write(self, iterator):
         return stage_task(self.spec, iterator)
@@ -71,7 +71,7 @@ class PymqBatchWriter(DataSourceArrowWriter):
                    list(messages), [self.spec.directory])
 
     def abort(self, messages) -> None:
-        abort_job(list(messages), [self.spec.directory])
+        abort_job(self.spec.store_path, list(messages), [self.spec.directory])
 
 
 def sink_name(sink_id: str) -> str:
@@ -84,7 +84,7 @@ class PymqStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, opts: WriteOptions) -> None:
         self.opts = opts
         self.sink = sink_name(opts.sink_id)
-        self.spec = _stage_spec(opts, f"{self.sink}-{uuid.uuid4().hex[:12]}")
+        self.spec = _stage_spec(opts, f"{self.sink}-{uuid.uuid4().hex[:12]}", closable=False)
 
     def write(self, iterator):
         return stage_task(self.spec, iterator)
@@ -92,8 +92,8 @@ class PymqStreamWriter(DataSourceStreamArrowWriter):
     def commit(self, messages, batchId: int) -> None:
         job = f"{self.sink}-batch-{batchId}"
         commit_job(self.spec.store_path, self.opts.store_overrides, self.opts.lock_timeout_ms, job,
-                   list(messages), [self.spec.directory])
+                   list(messages), [self.spec.directory], close=False)
         Ledger(os.path.join(self.spec.store_path, STAGING_DIR), job).prune(f"{self.sink}-batch-", batchId)
 
     def abort(self, messages, batchId: int) -> None:
-        abort_job(list(messages), [self.spec.directory])
+        abort_job(self.spec.store_path, list(messages), [self.spec.directory], close=False)

@@ -275,7 +275,11 @@ class ConsumeQueue:
         return self.mapped_file_queue.get_max_offset() // CQ_STORE_UNIT_SIZE
 
     def get_min_offset_in_queue(self) -> int:
-        return self.min_logic_offset // CQ_STORE_UNIT_SIZE
+        """First live index: the min logic offset, and never below the first file (its
+        predecessors may have been deleted by retention)."""
+        first = self.mapped_file_queue.get_first_mapped_file()
+        low = max(self.min_logic_offset, first.file_from_offset if first is not None else 0)
+        return low // CQ_STORE_UNIT_SIZE
 
     @property
     def max_physic_offset(self) -> int:

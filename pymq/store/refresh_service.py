@@ -29,12 +29,13 @@ class RefreshService(ServiceThread):
         self.notifier = notifier
         self._last_discover = 0.0
 
-    def refresh(self) -> dict:
-        """One pass; returns ``{(topic, queue_id): new max offset}`` of queues that grew."""
+    def refresh(self, discover: bool = False) -> dict:
+        """One pass; returns ``{(topic, queue_id): new max offset}`` of queues that grew.
+        New queue directories are looked for every 50 ms, or now with ``discover``."""
         self.commit_log.follow()
         grown = self.consume_queues.follow()
         now = time.monotonic()
-        if now - self._last_discover >= DISCOVER_INTERVAL_S:
+        if discover or now - self._last_discover >= DISCOVER_INTERVAL_S:
             self._last_discover = now
             for cq in self.consume_queues.discover():
                 grown[(cq.topic, cq.queue_id)] = cq.get_max_offset_in_queue()
