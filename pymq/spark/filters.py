@@ -77,11 +77,31 @@ def _intersect(current: Optional[set], values) -> set:
 
 
 def _lo(current, value):
+    if value is None:
+        return current
     return value if current is None else max(current, value)
 
 
 def _hi(current, value):
+    if value is None:
+        return current
     return value if current is None else min(current, value)
+
+
+def _int_range(flt, value: int):
+    """The half-open ``(lo, hi)`` of integers a comparison with ``value`` keeps (``None``
+    for an open end), or ``None`` for a filter that is not a comparison."""
+    if isinstance(flt, EqualTo):
+        return value, value + 1
+    if isinstance(flt, GreaterThan):
+        return value + 1, None
+    if isinstance(flt, GreaterThanOrEqual):
+        return value, None
+    if isinstance(flt, LessThan):
+        return None, value
+    if isinstance(flt, LessThanOrEqual):
+        return None, value + 1
+    return None
 
 
 def _is_int(v) -> bool:
@@ -133,16 +153,12 @@ def push(pd: Pushdown, flt) -> bool:
             return False
         if isinstance(flt, EqualTo):
             pd.queue_ids = _intersect(pd.queue_ids, [value])
-        elif isinstance(flt, GreaterThan):
-            pd.queue_id_lo = _lo(pd.queue_id_lo, value + 1)
-        elif isinstance(flt, GreaterThanOrEqual):
-            pd.queue_id_lo = _lo(pd.queue_id_lo, value)
-        elif isinstance(flt, LessThan):
-            pd.queue_id_hi = _hi(pd.queue_id_hi, value)
-        elif isinstance(flt, LessThanOrEqual):
-            pd.queue_id_hi = _hi(pd.queue_id_hi, value + 1)
-        else:
+            return True
+        bounds = _int_range(flt, value)
+        if bounds is None:
             return False
+        pd.queue_id_lo = _lo(pd.queue_id_lo, bounds[0])
+        pd.queue_id_hi = _hi(pd.queue_id_hi, bounds[1])
         return True
     if col == "queue_offset":
         if isinstance(flt, In) and value and all(_is_int(v) for v in value):
@@ -151,19 +167,11 @@ def push(pd: Pushdown, flt) -> bool:
             return False
         if not _is_int(value):
             return False
-        if isinstance(flt, EqualTo):
-            pd.offset_lo = _lo(pd.offset_lo, value)
-            pd.offset_hi = _hi(pd.offset_hi, value + 1)
-        elif isinstance(flt, GreaterThan):
-            pd.offset_lo = _lo(pd.offset_lo, value + 1)
-        elif isinstance(flt, GreaterThanOrEqual):
-            pd.offset_lo = _lo(pd.offset_lo, value)
-        elif isinstance(flt, LessThan):
-            pd.offset_hi = _hi(pd.offset_hi, value)
-        elif isinstance(flt, LessThanOrEqual):
-            pd.offset_hi = _hi(pd.offset_hi, value + 1)
-        else:
+        bounds = _int_range(flt, value)
+        if bounds is None:
             return False
+        pd.offset_lo = _lo(pd.offset_lo, bounds[0])
+        pd.offset_hi = _hi(pd.offset_hi, bounds[1])
         return True
     if col == "store_timestamp":
         us = timestamp_us(value)
