@@ -228,3 +228,20 @@ SAMPLE_RECORD_HEX = """
 67 41
 """
 SAMPLE_RECORD = bytes.fromhex(SAMPLE_RECORD_HEX)
+
+
+# -- Java's hashing, independently (STORE_SPEC §11) -----------------------------------------------
+
+def java_hash(s: str) -> int:
+    """Java ``String.hashCode``: fold the UTF-16 code units, int32 wraparound, signed."""
+    units = s.encode("utf-16-be", "surrogatepass")
+    h = 0
+    for i in range(0, len(units), 2):
+        h = (31 * h + ((units[i] << 8) | units[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def index_hash(s: str) -> int:
+    """``IndexFile.indexKeyHashMethod``: ``abs(hashCode)``, 0 when that stays negative."""
+    a = abs(java_hash(s))
+    return 0 if a > (1 << 31) - 1 else a

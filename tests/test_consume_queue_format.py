@@ -22,7 +22,7 @@ import pytest
 import pymq
 
 from conftest import small_config
-from rocketmq_decoder import walk_commitlog
+from rocketmq_decoder import java_hash, walk_commitlog
 
 UNIT = struct.Struct(">qiq")
 UNIT_SIZE = 20
@@ -31,14 +31,6 @@ TX_PREPARED, TX_COMMIT, TX_ROLLBACK = 0x4, 0x8, 0xC
 
 
 # -- the oracle --------------------------------------------------------------------------------
-
-def java_hash(s: str) -> int:
-    """Java ``String.hashCode``: fold the UTF-16 code units, int32 wraparound, signed."""
-    data = s.encode("utf-16-be")
-    h = 0
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
 
 
 # STORE_SPEC section 11, computed with OpenJDK 17.

@@ -35,6 +35,8 @@ import rocketmq_decoder as rd
 from conftest import small_config
 
 import pymq
+
+from rocketmq_decoder import index_hash
 from pymq import testing
 from pymq.store.checker import StoreChecker
 
@@ -83,19 +85,6 @@ def build(root: str, n: int = N, config: pymq.StoreConfig | None = None) -> list
 
 
 # -- independent views of the files ----------------------------------------------------------
-
-
-def java_hash(s: str) -> int:
-    data = s.encode("utf-16-be")
-    h = 0
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def index_hash(s: str) -> int:
-    a = abs(java_hash(s))
-    return 0 if a > INT_MAX else a
 
 
 def log_walk(root: str, end: int) -> tuple[list[dict], int]:

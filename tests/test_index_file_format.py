@@ -31,7 +31,7 @@ import pytest
 import pymq
 
 from conftest import small_config
-from rocketmq_decoder import walk_commitlog
+from rocketmq_decoder import index_hash, java_hash, walk_commitlog
 
 HEADER = struct.Struct(">qqqqii")
 SLOT = struct.Struct(">i")
@@ -42,20 +42,6 @@ TX_MASK, TX_PREPARED, TX_COMMIT, TX_ROLLBACK = 0xC, 0x4, 0x8, 0xC
 
 
 # -- the oracle --------------------------------------------------------------------------------
-
-def java_hash(s: str) -> int:
-    """Java ``String.hashCode``: fold the UTF-16 code units, int32 wraparound, signed."""
-    data = s.encode("utf-16-be")
-    h = 0
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def index_hash(s: str) -> int:
-    """``IndexFile.indexKeyHashMethod``: ``abs(hashCode)``, 0 when that stays negative."""
-    a = abs(java_hash(s))
-    return 0 if a > INT_MAX else a
 
 
 def _plain_char(c: int) -> bool:

@@ -24,6 +24,8 @@ import time
 import pytest
 
 from pymq._core.index_file import IndexFile, index_file_size
+
+from rocketmq_decoder import index_hash, java_hash
 from pymq._core.mapped_file import MappedFile
 
 SLOTS, ENTRIES = 100, 400
@@ -31,19 +33,6 @@ HEADER = struct.Struct(">qqqqii")
 ENTRY = struct.Struct(">iqii")
 LONG_MAX = (1 << 63) - 1
 ENTRIES_POS = 40 + SLOTS * 4
-
-
-def java_hash(s: str) -> int:
-    data = s.encode("utf-16-be")
-    h = 0
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def index_hash(s: str) -> int:
-    a = abs(java_hash(s))
-    return 0 if a > (1 << 31) - 1 else a
 
 
 def new_file(tmp_path, name="20240101000000000", slots=SLOTS, entries=ENTRIES):

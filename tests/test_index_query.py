@@ -29,25 +29,14 @@ import pytest
 
 import pymq
 
+from rocketmq_decoder import index_hash
+
 from conftest import small_config
 
 INT_MAX = (1 << 31) - 1
 MAX_BATCH = 64
 SLOTS, ENTRIES = 16, 40
 TOPICS = ("QA", "QB")
-
-
-def java_hash(s: str) -> int:
-    data = s.encode("utf-16-be")
-    h = 0
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def index_hash(s: str) -> int:
-    a = abs(java_hash(s))
-    return 0 if a > INT_MAX else a
 
 
 def same_slot_pair(topic: str, slots: int) -> tuple[str, str]:
