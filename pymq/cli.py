@@ -96,10 +96,10 @@ def _check_arguments(parser: argparse.ArgumentParser) -> None:
 @command("check", "verify a store (records, CRCs, consume queues, index) without changing it",
          _check_arguments)
 def cmd_check(args: argparse.Namespace) -> int:
-    """Run :class:`pymq.store.checker.StoreChecker`; 0 when clean, 1 when damaged."""
+    """Run :class:`pymq.checker.StoreChecker`; 0 when clean, 1 when damaged."""
     import json
 
-    from pymq.store.checker import StoreChecker, infer_config
+    from pymq.checker import StoreChecker, infer_config
 
     cfg = infer_config(args.store)
     if args.index_hash_slots:

@@ -7,6 +7,8 @@ purpose the field's comment says so.
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 
 from .errors import PymqError
 from .status import FlushDiskType
@@ -140,15 +142,12 @@ SIZE_FIELDS = ("commitlog_file_size", "consume_queue_entries", "index_hash_slots
 
 def sizes_path(store_path: str) -> str:
     """``config/storeSizes.json``: the file sizes a store was last opened for writing with."""
-    import os
     return os.path.join(store_path, "config", "storeSizes.json")
 
 
 def save_sizes(store_path: str, config: "StoreConfig") -> None:
     """Record ``config``'s file sizes with the store (atomically), so that readers that
     open it without a config (the CLI, Spark executors) map its files right."""
-    import json
-    import os
     path = sizes_path(store_path)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     data = json.dumps({f: getattr(config, f) for f in SIZE_FIELDS}, indent=1).encode()
@@ -168,7 +167,6 @@ def save_sizes(store_path: str, config: "StoreConfig") -> None:
 
 def config_for_store(store_path: str) -> StoreConfig:
     """RocketMQ's defaults with the file sizes recorded in the store, if any."""
-    import json
     try:
         with open(sizes_path(store_path)) as f:
             sizes = json.load(f)

@@ -36,7 +36,7 @@ import rocketmq_decoder as rd
 
 import pymq
 from pymq import testing
-from pymq.store.checker import StoreChecker
+from pymq.checker import StoreChecker
 
 TOPIC = "KillTest"
 QUEUES = 3

@@ -38,7 +38,7 @@ import pymq
 
 from rocketmq_decoder import index_hash
 from pymq import testing
-from pymq.store.checker import StoreChecker
+from pymq.checker import StoreChecker
 
 TOPIC = "T"
 N = 150

@@ -45,7 +45,7 @@ _FUZZER = textwrap.dedent(r'''
     work, seed, examples, flavour = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 
     import pymq
-    from pymq.store.checker import StoreChecker
+    from pymq.checker import StoreChecker
     from hypothesis import HealthCheck, Phase, given, settings, strategies as st
     import hypothesis
 

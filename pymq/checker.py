@@ -1,5 +1,7 @@
 """StoreChecker: verify a store without changing it (``pymq check``).
 
+A client of :class:`pymq.MessageStore` (like :mod:`pymq.admin`), not a store component.
+
 Opened read-only (no lock, no recovery), it checks:
 
 * the commit log: segment sizes and names, every record whole with a matching body CRC,
@@ -25,6 +27,7 @@ from pymq._core import record
 from pymq._core.index_file import index_file_size
 from pymq.config import StoreConfig, config_for_store
 from pymq.errors import PymqError
+from pymq.message_store import MessageStore
 
 _UNIT_SCHEDULE = ("SCHEDULE_TOPIC_XXXX", "rmq_sys_wheel_timer")
 
@@ -93,8 +96,6 @@ class StoreChecker:
         self.progress = progress or (lambda stage, done, total: None)
 
     def run(self) -> CheckReport:
-        from pymq.message_store import MessageStore    # the checker is a client of the store
-
         report = CheckReport(self.path)
         if not os.path.isdir(os.path.join(self.path, "commitlog")):
             raise PymqError(f"{self.path} holds no store (no commitlog/ directory)")
