@@ -15,13 +15,13 @@ in append order, and store timestamps are taken under the commit log's put lock,
 within a queue they do not decrease. The consume queue does not hold timestamps: each
 probe reads the record's STORETIMESTAMP from the commit-log segment the entry points to
 (``pickup_store_timestamp``), directly from the mapped memory, with no Python call per
-probe. Within one consume-queue file, ``search_by_time`` first settles the two corner
-cases (every entry older than ``ts``: LOWER answers one past the last entry, UPPER the
-last; every entry newer: LOWER answers the file's first index, UPPER 0), then bisects.
-An exact hit is widened over its run of equal timestamps, to the first entry for LOWER
-and to the last for UPPER; with no exact hit LOWER takes the right neighbour and UPPER
-the left. The file is chosen by the store times of its first and last entries (see
-``ConsumeQueue.get_offset_in_queue_by_time``), never by file mtime as 4.x did.
+probe. Within one consume-queue file, ``_search`` first settles the two corner cases
+(every entry older than ``ts``: LOWER answers one past the last entry, UPPER the last;
+every entry newer: LOWER answers the file's first index, UPPER 0), then bisects for the
+first entry at or after ``ts`` (LOWER) or the last at or before it (UPPER), which is
+RocketMQ's exact hit widened over its run of equal timestamps. The file is chosen by the
+store times of its first and last entries (``lookup_by_time``), never by file mtime as
+4.x did.
 """
 
 from libc.stdint cimport int32_t, int64_t
@@ -126,14 +126,6 @@ def read_unit_raw(MappedFile mf, Py_ssize_t pos):
             pymq_get_i64(mf.base + pos + 12))
 
 
-def unit_store_timestamp(MappedFile cq, Py_ssize_t pos, list commitlog_files, long long file_size):
-    """Store time of the record the entry at byte ``pos`` points to (-1 if unreadable)."""
-    if cq.base == NULL or pos < 0 or pos + CQ_STORE_UNIT_SIZE > cq.wrote:
-        return -1
-    return pickup_store_timestamp(commitlog_files, file_size, pymq_get_i64(cq.base + pos),
-                                  pymq_get_i32(cq.base + pos + 8))
-
-
 cdef inline int64_t _time_at(const char *base, Py_ssize_t pos, list files, long long fs):
     return pickup_store_timestamp(files, fs, pymq_get_i64(base + pos), pymq_get_i32(base + pos + 8))
 
@@ -175,12 +167,6 @@ cdef long long _search(MappedFile cq, Py_ssize_t low, long long timestamp, bint 
         else:
             hi = mid
     return file_from // CQ_STORE_UNIT_SIZE + (lo - 1 if upper else lo)
-
-
-def search_by_time(MappedFile cq, Py_ssize_t low, long long timestamp, bint upper,
-                   list commitlog_files, long long commitlog_file_size):
-    """Queue index for ``timestamp`` within one consume-queue file (-1 when empty)."""
-    return _search(cq, low, timestamp, upper, commitlog_files, commitlog_file_size)
 
 
 cdef Py_ssize_t _first_live(MappedFile mf, long long min_logic_offset) noexcept:

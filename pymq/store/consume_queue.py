@@ -295,17 +295,6 @@ class ConsumeQueue:
             return None
         return read_unit(mf, pos - mf.file_from_offset)
 
-    def get_index_file(self, index: int):
-        """The file holding entry ``index`` and the entry's byte position in it, or None
-        (``getIndexBuffer``: the caller reads only up to that file's end)."""
-        pos = index * CQ_STORE_UNIT_SIZE
-        if index < 0 or pos < self.min_logic_offset:
-            return None
-        mf = self.mapped_file_queue.find_mapped_file_by_offset(pos)
-        if mf is None or pos - mf.file_from_offset >= mf.read_position:
-            return None
-        return mf, pos - mf.file_from_offset
-
     def roll_next_file(self, index: int) -> int:
         per_file = self.file_size // CQ_STORE_UNIT_SIZE
         return index + per_file - index % per_file
