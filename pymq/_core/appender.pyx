@@ -62,6 +62,8 @@ TIMER_TOPIC = "rmq_sys_wheel_timer"             # TimerMessageStore.TIMER_TOPIC 
 NOT_ALLOWED_SEND_TOPICS = frozenset({SCHEDULE_TOPIC, TIMER_TOPIC, "RMQ_SYS_TRANS_HALF_TOPIC",
                                      "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC"})
 
+NOT_WRITEABLE = "the store is not writeable"
+
 # Copies (and CRCs) at least this large run with the GIL released.
 cdef enum:
     NOGIL_BYTES = 32 * 1024
@@ -327,6 +329,7 @@ cdef class CommitLogAppender:
     cdef readonly int max_message_size
     cdef readonly Py_ssize_t file_size
     cdef bint _writeable
+    cdef str _unwriteable_reason
     cdef bint closed
     cdef char uniq_prefix[44]
     cdef Py_ssize_t uniq_prefix_len
@@ -357,6 +360,7 @@ cdef class CommitLogAppender:
         self.strict_topics = topic_validation == "strict"
         self.topics = {}
         self._writeable = True
+        self._unwriteable_reason = NOT_WRITEABLE
         self.closed = False
         self.max_delay_level = 18
         self.timer_max_delay_ms = 259200 * 1000      # timerMaxDelaySec
@@ -467,7 +471,10 @@ cdef class CommitLogAppender:
     def writeable(self):
         return self._writeable and not self.closed
 
-    def set_writeable(self, bint value):
+    def set_writeable(self, bint value, str reason=None):
+        """Accept puts or refuse them with SERVICE_NOT_AVAILABLE and ``reason`` (the
+        result's ``error``; e.g. the disk guard names the disk and its usage)."""
+        self._unwriteable_reason = reason if reason else NOT_WRITEABLE
         self._writeable = value
 
     def close(self):
@@ -584,7 +591,12 @@ cdef class CommitLogAppender:
 
     def put(self, Message msg not None):
         """Append one message. Returns a result; raises only for wrong argument types."""
-        return self._put(msg)
+        return self._put(msg, False)
+
+    def put_system(self, Message msg not None):
+        """``put`` for the broker's own records: also writes the topics users may not send
+        to (the transaction half and op topics). The store's delivery services use ``put``."""
+        return self._put(msg, True)
 
     def put_batch(self, list msgs not None):
         """Append messages of one topic and queue as one block (RocketMQ's MessageExtBatch).
@@ -594,7 +606,7 @@ cdef class CommitLogAppender:
         """
         return self._put_batch(msgs)
 
-    cdef PutMessageResult _put(self, Message msg):
+    cdef PutMessageResult _put(self, Message msg, bint internal):
         cdef TopicQueues tq
         cdef PropsBuf props
         cdef RecordFields f
@@ -610,13 +622,13 @@ cdef class CommitLogAppender:
         cdef int level
 
         if not self._writeable or self.closed:
-            return failed(SERVICE_NOT_AVAILABLE, "the store is not writeable")
+            return failed(SERVICE_NOT_AVAILABLE, self._unwriteable_reason)
         tq = self._topic(msg._topic)
         if tq is None:
             return failed(MESSAGE_ILLEGAL, validate_topic(msg._topic, "strict" if self.strict_topics else "utf8"))
         if msg.queue_id < 0:
             return failed(MESSAGE_ILLEGAL, "queue_id must be >= 0")
-        if msg._topic in NOT_ALLOWED_SEND_TOPICS:
+        if not internal and msg._topic in NOT_ALLOWED_SEND_TOPICS:
             return failed(MESSAGE_ILLEGAL, f"{msg._topic} is written by the store only")
         r = PutMessageResult.__new__(PutMessageResult)
         now = now_ms()
@@ -686,8 +698,8 @@ cdef class CommitLogAppender:
             f.store_host_len = PyBytes_GET_SIZE(self.store_host)
             f.queue_id = queue_id
             f.flag = msg.flag
-            f.reconsume_times = 0
-            f.prepared_transaction_offset = 0
+            f.reconsume_times = msg.reconsume_times
+            f.prepared_transaction_offset = msg.prepared_transaction_offset
             f.born_timestamp = msg.born_timestamp if msg.born_timestamp else now
             total = cal_msg_length(f.sys_flag, f.body_len, f.topic_len, f.props_len)
             why = self._check_sizes(f.body_len, total)
@@ -703,7 +715,7 @@ cdef class CommitLogAppender:
             self._acquire()
             try:
                 if self.closed or not self._writeable:
-                    return failed(SERVICE_NOT_AVAILABLE, "the store is not writeable")
+                    return failed(SERVICE_NOT_AVAILABLE, self._unwriteable_reason)
                 try:
                     cur = self._writable_segment(total)
                 except Exception as e:
@@ -766,7 +778,7 @@ cdef class CommitLogAppender:
             if not isinstance(msgs[i], Message):
                 raise TypeError(f"put_messages takes pymq.Message objects, not {type(msgs[i]).__name__}")
         if not self._writeable or self.closed:
-            return failed(SERVICE_NOT_AVAILABLE, "the store is not writeable")
+            return failed(SERVICE_NOT_AVAILABLE, self._unwriteable_reason)
         first = <Message>msgs[0]
         for i in range(n):
             m = <Message>msgs[i]
@@ -831,8 +843,8 @@ cdef class CommitLogAppender:
                 fs[i].store_host_len = PyBytes_GET_SIZE(self.store_host)
                 fs[i].queue_id = m.queue_id
                 fs[i].flag = m.flag
-                fs[i].reconsume_times = 0
-                fs[i].prepared_transaction_offset = 0
+                fs[i].reconsume_times = m.reconsume_times
+                fs[i].prepared_transaction_offset = m.prepared_transaction_offset
                 fs[i].born_timestamp = m.born_timestamp
                 sizes[i] = cal_msg_length(fs[i].sys_flag, fs[i].body_len, fs[i].topic_len, fs[i].props_len)
                 if (fs[i].body_len > self.max_message_size
@@ -862,7 +874,7 @@ cdef class CommitLogAppender:
             self._acquire()
             try:
                 if self.closed or not self._writeable:
-                    return failed(SERVICE_NOT_AVAILABLE, "the store is not writeable")
+                    return failed(SERVICE_NOT_AVAILABLE, self._unwriteable_reason)
                 try:
                     cur = self._writable_segment(total)
                 except Exception as e:

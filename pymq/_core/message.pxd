@@ -29,6 +29,8 @@ cdef class Message:
     cdef public long long born_timestamp
     cdef object _born_host
     cdef public int sys_flag
+    cdef public int reconsume_times
+    cdef public long long prepared_transaction_offset
     cdef bytes _props_raw          # MessageExt: undecoded properties, None once decoded
 
     cdef int _decode_props(self) except -1
@@ -41,8 +43,6 @@ cdef class MessageExt(Message):
     cdef public long long commitlog_offset
     cdef public int store_size
     cdef public long long store_timestamp
-    cdef public int reconsume_times
-    cdef public long long prepared_transaction_offset
     cdef public int body_crc
     cdef object _store_host
 

@@ -17,19 +17,21 @@ class Message:
     born_timestamp: int
     born_host: Optional[str]
     sys_flag: int
+    reconsume_times: int
+    prepared_transaction_offset: int
+    message_group: Optional[str]
     def __init__(self, topic: str, body: bytes | bytearray | memoryview = ..., tags: Optional[str] = ...,
                  keys: Optional[list[str] | str] = ..., properties: Optional[dict[str, str]] = ...,
                  queue_id: int = ..., flag: int = ..., delay_level: int = ...,
                  deliver_time_ms: Optional[int] = ..., born_timestamp: int = ...,
-                 born_host: Optional[str] = ..., sys_flag: int = ...) -> None: ...
+                 born_host: Optional[str] = ..., sys_flag: int = ..., message_group: Optional[str] = ...,
+                 reconsume_times: int = ..., prepared_transaction_offset: int = ...) -> None: ...
 
 class MessageExt(Message):
     queue_offset: int
     commitlog_offset: int
     store_size: int
     store_timestamp: int
-    reconsume_times: int
-    prepared_transaction_offset: int
     body_crc: int
     @property
     def store_host(self) -> str: ...
@@ -39,3 +41,7 @@ class MessageExt(Message):
     def uniq_key(self) -> Optional[str]: ...
     @property
     def transaction_type(self) -> int: ...
+    @property
+    def receipt_handle(self) -> Optional[str]: ...
+    @property
+    def delivery_attempt(self) -> int: ...

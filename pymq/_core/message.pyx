@@ -190,6 +190,9 @@ cdef inline object _as_keys(object keys):
     return out or None
 
 
+MESSAGE_GROUP_PROPERTY = "__SHARDINGKEY"     # MessageConst.PROPERTY_SHARDING_KEY
+
+
 @cython.freelist(2048)
 cdef class Message:
     """A message to put: topic, body and optional tags, keys and user properties.
@@ -200,11 +203,15 @@ cdef class Message:
     absolute time in ms (RocketMQ 5's ``TIMER_DELIVER_MS``). ``born_timestamp`` and
     ``born_host`` default to the time of the put and the store's host, as RocketMQ's
     producer fills them in. ``sys_flag`` carries the transaction type bits.
+    ``message_group`` (RocketMQ 5's FIFO message group) is kept in the ``__SHARDINGKEY``
+    property. ``reconsume_times`` and ``prepared_transaction_offset`` are written to the
+    record's fields of those names (the broker's retries and transaction commits set them).
     """
 
     def __init__(self, str topic not None, body=b"", tags=None, keys=None, properties=None,
                  int queue_id=0, int flag=0, int delay_level=0, deliver_time_ms=None,
-                 long long born_timestamp=0, born_host=None, int sys_flag=0):
+                 long long born_timestamp=0, born_host=None, int sys_flag=0, message_group=None,
+                 int reconsume_times=0, long long prepared_transaction_offset=0):
         self._topic = topic
         self._body = body if type(body) is bytes else _as_bytes(body)
         if tags is not None and not isinstance(tags, str):
@@ -227,6 +234,12 @@ cdef class Message:
             raise TypeError("born_host must be 'ip:port' or None")
         self._born_host = born_host
         self.sys_flag = sys_flag
+        if reconsume_times < 0:
+            raise ValueError(f"reconsume_times must be >= 0, not {reconsume_times}")
+        self.reconsume_times = reconsume_times
+        self.prepared_transaction_offset = prepared_transaction_offset
+        if message_group is not None:
+            self.message_group = message_group
 
     cdef int _decode_props(self) except -1:
         return 0
@@ -289,6 +302,20 @@ cdef class Message:
         if self._props_raw is not None:
             self._decode_props()
         self._properties = value
+
+    @property
+    def message_group(self):
+        """The FIFO message group (property ``__SHARDINGKEY``), or None."""
+        return self.properties.get(MESSAGE_GROUP_PROPERTY) or None
+
+    @message_group.setter
+    def message_group(self, value):
+        if value is None:
+            self.properties.pop(MESSAGE_GROUP_PROPERTY, None)
+            return
+        if not isinstance(value, str) or not value:
+            raise TypeError("message_group must be a non-empty str or None")
+        self.properties[MESSAGE_GROUP_PROPERTY] = value
 
     @property
     def born_host(self):
@@ -382,6 +409,17 @@ cdef class MessageExt(Message):
     @property
     def transaction_type(self):
         return self.sys_flag & 0xC
+
+    @property
+    def receipt_handle(self):
+        """The receipt handle of a popped message (property ``POP_CK``), or ``None``."""
+        return self.properties.get("POP_CK")
+
+    @property
+    def delivery_attempt(self):
+        """How many times this message has been delivered, this time included
+        (``reconsume_times + 1``, as RocketMQ 5's clients count it)."""
+        return self.reconsume_times + 1
 
     def __reduce__(self):
         return (_rebuild_ext, (self.topic, self.body, self.properties, self.queue_id, self.flag,

@@ -1,0 +1,51 @@
+"""``BrokerConfig``: what RocketMQ's ``BrokerConfig`` holds for the features pymq's broker
+layer adds on top of the store (topic auto-creation, retry, pop, transactions).
+
+Intervals and timeouts are in milliseconds, as in RocketMQ; every default is RocketMQ's
+unless its comment says otherwise. Tests set the intervals small.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from pymq.errors import PymqError
+
+
+@dataclasses.dataclass
+class BrokerConfig:
+    """Configuration of a :class:`pymq.Broker` (the store's own settings stay in
+    :class:`pymq.StoreConfig`)."""
+
+    broker_name: str = "broker-a"
+    cluster_name: str = "DefaultCluster"
+
+    # -- topics and groups ------------------------------------------------------------
+    auto_create_topic_enable: bool = True        # autoCreateTopicEnable
+    default_topic_queue_nums: int = 4            # defaultTopicQueueNums (a 4.x producer's)
+    auto_create_subscription_group: bool = True  # autoCreateSubscriptionGroup
+
+    # -- retry and dead letter --------------------------------------------------------
+    max_reconsume_times: int = 16                # retryMaxTimes of a new subscription group
+    retry_queue_nums: int = 1                    # retryQueueNums of a new subscription group
+
+    # -- pop (receive / ack) ----------------------------------------------------------
+    pop_revive_interval: int = 100               # ms between looks for expired invisibility
+                                                 # (pymq: RocketMQ polls its revive topic)
+
+    # -- transactions -----------------------------------------------------------------
+    transaction_timeout: int = 6_000             # transactionTimeOut: a half this old is checked
+    transaction_check_max: int = 15              # transactionCheckMax: then it is discarded
+    transaction_check_interval: int = 60_000     # transactionCheckInterval
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise :class:`PymqError` when a value cannot work."""
+        if self.default_topic_queue_nums < 1 or self.retry_queue_nums < 1:
+            raise PymqError("queue numbers must be >= 1")
+        if self.max_reconsume_times < 0 or self.transaction_check_max < 0:
+            raise PymqError("max_reconsume_times and transaction_check_max must be >= 0")
+        if min(self.pop_revive_interval, self.transaction_timeout, self.transaction_check_interval) < 1:
+            raise PymqError("intervals and timeouts must be positive")
