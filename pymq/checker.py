@@ -51,6 +51,8 @@ class CheckReport:
     queue_entries: int = 0
     index_files: int = 0
     index_entries: int = 0
+    min_commitlog_offset: int = -1       # where the log begins (cleaning deletes its head)
+    cleaned_index_entries: int = 0       # index entries of records cleaning deleted
     notes: list[str] = dataclasses.field(default_factory=list)
 
     @property
@@ -120,6 +122,7 @@ class StoreChecker:
         files = store.commit_log.mapped_file_queue.mapped_files
         fs = store.commit_log.file_size
         report.segments = len(files)
+        report.min_commitlog_offset = store.commit_log.get_min_offset()
         for i, mf in enumerate(files):
             self.progress("commitlog", i, len(files))
             name = os.path.basename(mf.file_name)
@@ -200,6 +203,7 @@ class StoreChecker:
         size = index_file_size(cfg.index_hash_slots, cfg.index_max_entries)
         report.index_files = len(names)
         cl = store.commit_log
+        min_phy = cl.get_min_offset()
         for fi, name in enumerate(names):
             self.progress("index", fi, len(names))
             path = os.path.join(d, name)
@@ -225,6 +229,9 @@ class StoreChecker:
                 report.index_entries += 1
                 if prev < 0 or prev >= n:
                     report.add("index", name, f"entry {n} links to {prev} (must be older: 0..{n - 1})")
+                if phy < min_phy:                 # its segment was deleted by cleaning
+                    report.cleaned_index_entries += 1
+                    continue
                 m = None
                 try:
                     m = cl.look_message_by_offset(phy)

@@ -64,9 +64,23 @@ class StoreConfig:
     message_index_safe: bool = False
     check_crc_on_recover: bool = True
     max_msgs_num_batch: int = 64
-    file_reserved_time: int = 72                  # hours
+    # Cleaning (RocketMQ's CleanCommitLogService and friends, see docs/retention.md).
+    # A commit-log segment whose last write is older than file_reserved_time hours (a
+    # float: 1/3600 is one second) is deleted when the local hour is in delete_when
+    # ("04", "04;10"), when the disk is fuller than disk_max_used_space_ratio percent, or on
+    # a manual request; past disk_space_clean_forcibly_ratio age is ignored (with
+    # clean_file_forcibly_enable). Past disk_space_warning_level_ratio puts are refused
+    # with SERVICE_NOT_AVAILABLE until space returns.
+    file_reserved_time: float = 72                # hours
     delete_when: str = "04"
-    disk_max_used_space_ratio: int = 75
+    disk_max_used_space_ratio: int = 75           # percent
+    disk_space_warning_level_ratio: float = 0.90  # rocketmq.broker.diskSpaceWarningLevelRatio
+    disk_space_clean_forcibly_ratio: float = 0.85  # rocketmq.broker.diskSpaceCleanForciblyRatio
+    clean_file_forcibly_enable: bool = True
+    clean_resource_interval: int = 10_000         # ms between cleaning passes
+    delete_commitlog_files_interval: int = 100    # ms between two deleted segments
+    delete_consume_queue_files_interval: int = 100  # ms between two queues' deletions
+    delete_files_batch_max: int = 10              # segments one pass deletes at most
 
     # -- pulling ----------------------------------------------------------------------
     max_transfer_count_on_message_in_memory: int = 32
@@ -101,6 +115,17 @@ class StoreConfig:
         parse_delay_levels(self.message_delay_level)
         if self.timer_wheel_days < 1 or self.timer_max_delay_sec < 1:
             raise PymqError("timer_wheel_days and timer_max_delay_sec must be positive")
+        if not self.file_reserved_time > 0:
+            raise PymqError("file_reserved_time must be a positive number of hours")
+        parse_delete_when(self.delete_when)
+        if not 0 < self.disk_max_used_space_ratio <= 95:
+            raise PymqError("disk_max_used_space_ratio must be in (0, 95] percent")
+        if not 0 < self.disk_space_clean_forcibly_ratio <= self.disk_space_warning_level_ratio < 1:
+            raise PymqError("disk ratios need 0 < disk_space_clean_forcibly_ratio <= "
+                            "disk_space_warning_level_ratio < 1")
+        if self.clean_resource_interval < 1 or self.delete_commitlog_files_interval < 0 \
+                or self.delete_consume_queue_files_interval < 0 or self.delete_files_batch_max < 1:
+            raise PymqError("cleaning intervals must be >= 0 (the pass interval >= 1) and the batch >= 1")
 
     def delay_levels_ms(self) -> list[int]:
         """``message_delay_level`` parsed as RocketMQ does: level i+1 -> delay in ms."""
@@ -135,6 +160,19 @@ def parse_delay_levels(spec: str) -> list[int]:
             raise PymqError(f"bad delay level {item!r} in message_delay_level {spec!r}")
         out.append(value * unit)
     return out
+
+
+def parse_delete_when(spec: str) -> frozenset[int]:
+    """``delete_when`` ("04", "04;10") -> the hours of the day cleaning by age may run."""
+    if not isinstance(spec, str):
+        raise PymqError("delete_when must be a str such as '04' or '04;10'")
+    hours = set()
+    for item in spec.split(";"):
+        item = item.strip()
+        if not item.isdigit() or not 0 <= int(item) <= 23:
+            raise PymqError(f"bad hour {item!r} in delete_when {spec!r} (hours 00-23, ';'-separated)")
+        hours.add(int(item))
+    return frozenset(hours)
 
 
 SIZE_FIELDS = ("commitlog_file_size", "consume_queue_entries", "index_hash_slots", "index_max_entries")

@@ -10,6 +10,7 @@ recovered, and what runs when.
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Optional
 
@@ -17,14 +18,18 @@ from pymq._core.dispatch import CqRouter
 from pymq._core.message import Message
 from pymq._core.record import decode_message_id
 from pymq.config import StoreConfig, config_for_store, save_sizes
-from pymq.errors import StoreStateError
+from pymq.errors import CorruptStoreError, DiskFullError, StoreStateError
 from pymq.results import GetMessageResult
 from pymq.status import BoundaryType, PutMessageStatus
 from pymq.store.allocate_service import AllocateMappedFileService
 from pymq.store.checkpoint import StoreCheckpoint
+from pymq.store.clean_commit_log_service import CleanCommitLogService
+from pymq.store.clean_consume_queue_service import CleanConsumeQueueService
+from pymq.store.clean_service import CleanResourceService
 from pymq.store.commit_log import CommitLog
 from pymq.store.consume_queue_store import ConsumeQueueStore
 from pymq.store.consumer_offsets import ConsumerOffsetManager, ConsumerOffsetPersistService
+from pymq.store.disk_guard import DiskGuard
 from pymq.store.index_service import IndexService
 from pymq.store.flush_service import (FlushConsumeQueueService, FlushRealTimeService, GroupCommitRequest,
                                       GroupCommitService)
@@ -35,7 +40,10 @@ from pymq.store.config_manager import ConfigPersistService
 from pymq.store.reput_service import ReputMessageService
 from pymq.store.schedule_service import ScheduleMessageService
 from pymq.store.timer_service import TimerMessageService
+from pymq.store.topic_deletions import TopicDeletions, delete_topic
 from pymq.store.store_lock import StoreLock
+
+log = logging.getLogger("pymq")
 
 
 class MessageStore:
@@ -100,6 +108,13 @@ class MessageStore:
         self.reader = MessageReader(self.commit_log, self.consume_queues, cfg)
         self.consumer_offsets = ConsumerOffsetManager(root)
         self.index_service = IndexService(root, cfg, self.commit_log)
+        self.topic_deletions = self._load_topic_deletions(root)
+        self.consume_queues.topic_deletions = self.topic_deletions
+        self.disk_guard = DiskGuard(root, cfg.disk_space_warning_level_ratio, self.commit_log.appender.set_writeable,
+                                    cfg.commitlog_file_size, self._ready_for_puts)
+        self.commit_log.disk_guard = self.disk_guard
+        self.index_service.disk_guard = self.disk_guard
+        self._dispatch_incomplete = False
 
         self.checkpoint = StoreCheckpoint(root)
         self.index_service.checkpoint = self.checkpoint
@@ -107,6 +122,7 @@ class MessageStore:
         queues_whole = self.consume_queues.load()
         self.index_service.load()
         replay_from = self._recover()
+        self.consume_queues.apply_floors()
         self.consumer_offsets.load()
 
         put = self.commit_log.appender.put
@@ -131,7 +147,14 @@ class MessageStore:
             if cfg.message_index_enable:
                 reput_from = min(reput_from, self.index_service.indexed_through())
         self.reput_service.reput_from_offset = max(reput_from, self.commit_log.get_min_offset(), 0)
-        self.reput_service.do_reput()            # queues whole before the queue table is set
+        try:
+            self.reput_service.do_reput()        # queues whole before the queue table is set
+        except DiskFullError as e:
+            # a full disk cannot take the queue files the replay needs: open for reading;
+            # the dispatcher retries in the background and puts wait until it is through
+            log.error("store opened on a full disk: dispatch incomplete (%s); puts are refused until "
+                      "space returns and the queues catch up", e)
+            self._dispatch_incomplete = True
         self._recover_topic_queue_table()
         self.schedule_service.load()
         self.timer_service.load()
@@ -156,6 +179,50 @@ class MessageStore:
             lambda: self.router.last_store_timestamp)
         self.offset_persist_service = ConsumerOffsetPersistService(
             self.consumer_offsets, cfg.flush_consumer_offset_interval)
+        self.clean_service = self._build_clean_service()
+
+    def _load_topic_deletions(self, root: str) -> TopicDeletions:
+        deletions = TopicDeletions(root)
+        try:
+            deletions.load()
+        except CorruptStoreError as e:     # marks only guard deleted topics' old records
+            log.warning("%s; deleted topics' old records are no longer masked", e)
+        return deletions
+
+    def _build_clean_service(self) -> CleanResourceService:
+        cfg = self.config
+        clean = CleanResourceService(self.disk_guard, None, None, self.index_service, self.reput_service.rewind,
+                                     cfg.clean_resource_interval, after_pass=self._update_writeable)
+        clean.clean_commit_log = CleanCommitLogService(self.commit_log, cfg, clean.pause)
+        clean.clean_consume_queue = CleanConsumeQueueService(
+            self.commit_log, self.consume_queues, self.index_service, clean.pause,
+            cfg.delete_consume_queue_files_interval, self.timer_service, self.topic_deletions)
+        return clean
+
+    def _ready_for_puts(self) -> bool:
+        """Whether the store wants puts (started, not shut down, queues caught up after
+        an open on a full disk), whatever the disk says."""
+        if not self._running or self._closed:
+            return False
+        if self._dispatch_incomplete:
+            rs = self.reput_service
+            if rs.behind() or rs.failing:
+                return False
+            with rs._lock:
+                self._recover_topic_queue_table()
+            self._dispatch_incomplete = False
+            log.warning("dispatch caught up: the queue offsets are recovered")
+        return True
+
+    def _update_writeable(self) -> None:
+        """Accept puts when the store wants them and the disk guard allows them."""
+        if self.read_only:
+            return
+        if self._ready_for_puts():
+            if not self.disk_guard.full:
+                self.commit_log.appender.set_writeable(True)
+        else:
+            self.commit_log.appender.set_writeable(False)
 
     def _on_arrived(self, arrived: dict) -> None:
         """The dispatcher extended these queues: wake readers and the delivery services."""
@@ -168,6 +235,8 @@ class MessageStore:
         self.get_message = self.reader.get_message
         self.get_offset_in_queue_by_time = self.reader.get_offset_in_queue_by_time
         self.query_message = self.index_service.querier.query_message
+        if getattr(self, "topic_deletions", None):
+            self.query_message = self._query_message_masked
 
     def _open_read_only(self) -> None:
         """Map everything read-only and find how far it is written; no lock, no recovery,
@@ -182,14 +251,18 @@ class MessageStore:
         self.reader = MessageReader(self.commit_log, self.consume_queues, cfg)
         self.consumer_offsets = ConsumerOffsetManager(root)
         self.index_service = IndexService(root, cfg, self.commit_log, read_only=True)
+        self.topic_deletions = self._load_topic_deletions(root)
         self.commit_log.load_read_only()
         self.consume_queues.load_read_only()
+        min_phy = self.commit_log.get_min_offset()
+        for cq in self.consume_queues.queues():      # entries of deleted segments are gone
+            cq.correct_min_offset(min_phy)
         self.index_service.load()
         self.consumer_offsets.load()
         self.notifier = MessageArrivingNotifier()
         self.reput_service = None
         self.refresh_service = RefreshService(self.commit_log, self.consume_queues, self.index_service,
-                                              self.notifier)
+                                              self.notifier, on_dropped=self.reader.forget)
         self._sync_flush = False
         self._bind_reads()
 
@@ -259,7 +332,9 @@ class MessageStore:
             pass
         self._running = True
         appender = self.commit_log.appender
-        appender.set_writeable(True)
+        self.disk_guard.check()
+        self._update_writeable()
+        self.clean_service.start()
         # deliveries write through the appender: start them once it accepts puts
         self.schedule_service.start()
         self.delay_offset_persist_service.start()
@@ -276,6 +351,7 @@ class MessageStore:
             return
         self._closed = True
         if not self.read_only and self._running:
+            self.clean_service.shutdown()
             # deliveries write through the appender: stop them before it closes
             self.timer_service.shutdown()
             self.schedule_service.shutdown()
@@ -506,6 +582,50 @@ class MessageStore:
     def get_queue_offset_table(self) -> dict:
         """``{(topic, queue_id): next queue offset}`` (RocketMQ's topicQueueTable)."""
         return self.commit_log.appender.queue_offset_table()
+
+    # -- retention ---------------------------------------------------------------------------
+
+    def delete_topic(self, topic: str) -> bool:
+        """Delete ``topic``: its consume queues, every group's offsets of it, its queue
+        offsets (a topic of the same name created later starts at offset 0) and its
+        pending delayed and timer messages; records stay in the commit log until cleaning
+        deletes their segments, and are never read through the topic again. Returns False
+        when the store has no queue of ``topic`` (mqadmin's deleteTopic)."""
+        self._check_open()
+        if self.read_only:
+            raise StoreStateError("a read-only store cannot delete topics")
+        if not isinstance(topic, str) or not topic:
+            raise TypeError("topic must be a non-empty str")
+        deleted = delete_topic(topic, self.topic_deletions, self.reput_service, self.commit_log,
+                               self.consume_queues, self.router, self.reader, self.consumer_offsets,
+                               self.notifier)
+        if deleted:
+            self.query_message = self._query_message_masked
+        return deleted
+
+    def delete_expired_files(self) -> dict:
+        """Run a cleaning pass now (mqadmin's deleteExpiredCommitLog): delete commit-log
+        segments older than ``file_reserved_time`` whatever the hour (and, past the
+        forced-clean ratio, whatever their age), then the queue, index and timer-log files
+        they leave behind. Returns ``{"commitlog": n, "consume_queue": n, "index": n,
+        "timer_log": n, "disk_ratio": r}``."""
+        self._check_open()
+        if self.read_only:
+            raise StoreStateError("a read-only store cannot delete files")
+        return self.clean_service.run_pass(manual=True)
+
+    def disk_usage(self):
+        """The disk of the store: a :class:`~pymq.store.disk_guard.DiskUsage` (``ratio``,
+        ``total``, ``free``) and whether puts are refused (``store.disk_guard.full``)."""
+        return self.disk_guard.usage() if not self.read_only else None
+
+    def _query_message_masked(self, topic: str, key: str, max_num: int = 32, begin: int = 0,
+                              end: Optional[int] = None) -> list:
+        """``query_message`` once a topic was deleted: records older than the deletion of
+        their topic are left out."""
+        found = self.index_service.querier.query_message(topic, key, max_num, begin, end)
+        floor = self.topic_deletions.floor(topic)
+        return [m for m in found if m.commitlog_offset >= floor] if floor >= 0 else found
 
     # -- consumer progress -------------------------------------------------------------------
 

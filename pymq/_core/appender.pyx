@@ -448,6 +448,14 @@ cdef class CommitLogAppender:
                 out[(topic, q)] = off
         return out
 
+    def remove_topic(self, str topic):
+        """Forget the queue offsets of ``topic`` (deleted): its next put starts at 0."""
+        self._acquire()
+        try:
+            self.topics.pop(topic, None)
+        finally:
+            PyThread_release_lock(self.lock)
+
     def clear_queue_offsets(self):
         self._acquire()
         try:
@@ -485,6 +493,14 @@ cdef class CommitLogAppender:
 
     def uniq_key_prefix(self) -> str:
         return self.uniq_prefix_str
+
+    cdef PutMessageResult _roll_failed(self, object e):
+        """A put that needed a new segment and got none: SERVICE_NOT_AVAILABLE when the
+        store was made unwriteable meanwhile (the disk guard refuses a segment on a full
+        disk), else CREATE_MAPEDFILE_FAILED."""
+        if not self._writeable:
+            return failed(SERVICE_NOT_AVAILABLE, self._unwriteable_reason)
+        return failed(CREATE_MAPEDFILE_FAILED, f"cannot create a commit-log segment: {e}")
 
     cdef inline void _acquire(self) noexcept:
         if not PyThread_acquire_lock(self.lock, NOWAIT_LOCK):
@@ -719,7 +735,7 @@ cdef class CommitLogAppender:
                 try:
                     cur = self._writable_segment(total)
                 except Exception as e:
-                    return failed(CREATE_MAPEDFILE_FAILED, f"cannot create a commit-log segment: {e}")
+                    return self._roll_failed(e)
                 f.store_timestamp = now_ms()
                 f.physical_offset = cur.file_from_offset + cur.wrote
                 if tx == TRANSACTION_PREPARED_TYPE or tx == TRANSACTION_ROLLBACK_TYPE:
@@ -878,7 +894,7 @@ cdef class CommitLogAppender:
                 try:
                     cur = self._writable_segment(total)
                 except Exception as e:
-                    return failed(CREATE_MAPEDFILE_FAILED, f"cannot create a commit-log segment: {e}")
+                    return self._roll_failed(e)
                 store_ts = now_ms()
                 qbase = tq.get(first.queue_id)
                 phys = cur.file_from_offset + cur.wrote

@@ -323,24 +323,36 @@ cdef class IndexBuilder(DispatchSink):
     Every record but rolled-back transactions is indexed under ``topic#UNIQ_KEY`` and
     ``topic#word`` for each space-separated word of KEYS, unless it is older than the
     current file's end offset (already indexed). ``roll()`` (Python) returns the file to
-    continue in when the current one is full.
+    continue in when the current one is full, or None when there is no room for one: the
+    builder then disables itself and keeps in ``paused_at`` the offset of the first record
+    it could not index.
     """
     cdef IndexFile current
     cdef object roll
     cdef public bint enabled
     cdef readonly long long indexed
+    cdef public long long paused_at
 
     def __init__(self, IndexFile current, roll):
         self.current = current
         self.roll = roll
         self.enabled = True
+        self.paused_at = -1
 
     def set_current(self, IndexFile f):
         self.current = f
 
     cdef int _put(self, int32_t h, int64_t phy, int64_t ts) except -1:
+        cdef object nxt
         if self.current is None or self.current.put_hashed(h, phy, ts) == 0:
-            self.current = <IndexFile?>self.roll()
+            nxt = self.roll()
+            if nxt is None:
+                # no room on the disk for a new index file: indexing pauses at this record
+                # (the index service resumes it, from here, when space returns)
+                self.enabled = False
+                self.paused_at = phy
+                return 0
+            self.current = <IndexFile?>nxt
             if self.current.put_hashed(h, phy, ts) == 0:
                 raise RuntimeError("a new index file is already full")
         self.indexed += 1
@@ -351,9 +363,9 @@ cdef class IndexBuilder(DispatchSink):
         cdef DispatchRequest *r
         cdef const char *rec
         cdef const char *topic
-        if not self.enabled:
-            return 0
         for i in range(n):
+            if not self.enabled:
+                return 0
             r = &reqs[i]
             if (r.sys_flag & TRANSACTION_TYPE_MASK) == TRANSACTION_ROLLBACK_TYPE:
                 continue

@@ -12,14 +12,16 @@ Differences from RocketMQ: the append path and the record scan are compiled (no
 
 from __future__ import annotations
 
+import errno
 import os
+import time
 from typing import Optional
 
 from pymq._core import record
 from pymq._core.appender import CommitLogAppender
 from pymq._core.mapped_file import MappedFile
 from pymq.config import StoreConfig
-from pymq.errors import CorruptRecordError
+from pymq.errors import CorruptRecordError, DiskFullError
 
 from .allocate_service import AllocateMappedFileService
 from .mapped_file_queue import MappedFileQueue
@@ -37,6 +39,7 @@ class CommitLog:
                                                  allocate_service, read_only)
         self.appender = CommitLogAppender(self._roll, self.file_size, config.store_host,
                                           config.max_message_size, config.topic_validation)
+        self.disk_guard = None          # set by the store (DiskGuard) for writers
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -146,7 +149,37 @@ class CommitLog:
         self.follow()
 
     def _roll(self, next_offset: int) -> MappedFile:
-        return self.mapped_file_queue.create_mapped_file(next_offset)
+        """The appender's next segment. With a disk guard, only when the disk has room for
+        it below the warning ratio. A refused allocation, or one that failed on a full disk,
+        makes the guard refuse puts (SERVICE_NOT_AVAILABLE) until space returns; other
+        failures (a file-size limit) leave CREATE_MAPEDFILE_FAILED to this put only."""
+        guard = self.disk_guard
+        if guard is not None and not guard.room_for(self.file_size):
+            guard.refuse()
+            raise DiskFullError(errno.ENOSPC, f"no room for a {self.file_size}-byte commit-log segment")
+        try:
+            return self.mapped_file_queue.create_mapped_file(next_offset)
+        except DiskFullError:
+            if guard is not None:
+                guard.check()        # refuses puts if the disk is really full (not a quota)
+            raise
+
+    def delete_expired_files(self, reserved_ms: float, clean_immediately: bool, max_count: int,
+                             pause=None, now_ms: Optional[float] = None) -> list[str]:
+        """Delete the oldest segments whose last write (the file's mtime, as RocketMQ's
+        ``getLastModifiedTimestamp``) is more than ``reserved_ms`` ago, or any old segment
+        with ``clean_immediately``; never the segment being written; stops at the first
+        segment too young (``deleteExpiredFileByTime``). Returns the paths deleted."""
+        now = time.time() * 1000 if now_ms is None else now_ms
+
+        def expired(mf: MappedFile) -> bool:
+            if clean_immediately:
+                return True
+            try:
+                return os.stat(mf.file_name).st_mtime * 1000 + reserved_ms <= now
+            except FileNotFoundError:
+                return True
+        return self.mapped_file_queue.delete_first_files(expired, max_count, pause)
 
     def shutdown(self) -> None:
         self.appender.close()

@@ -309,16 +309,35 @@ class ConsumeQueue:
 
     def correct_min_offset(self, phy_min_offset: int) -> None:
         """Move the min past entries whose records the commit log no longer has."""
-        mf = self.mapped_file_queue.get_first_mapped_file()
-        if mf is None:
-            return
-        pos = max(0, self.min_logic_offset - mf.file_from_offset)
-        while pos + CQ_STORE_UNIT_SIZE <= mf.wrote_position:
-            unit = read_unit(mf, pos)
-            if unit[1] != 0x7FFFFFFF and unit[0] >= phy_min_offset:
-                self.min_logic_offset = mf.file_from_offset + pos
+        for mf in self.mapped_file_queue.mapped_files:
+            pos = max(0, self.min_logic_offset - mf.file_from_offset)
+            while pos + CQ_STORE_UNIT_SIZE <= mf.wrote_position:
+                unit = read_unit(mf, pos)
+                if unit is None:
+                    return
+                if unit[1] != 0x7FFFFFFF and unit[0] >= phy_min_offset:
+                    self.min_logic_offset = max(self.min_logic_offset, mf.file_from_offset + pos)
+                    return
+                pos += CQ_STORE_UNIT_SIZE
+            if mf.wrote_position < self.file_size:
+                # every entry so far is gone: the queue starts at its end
+                self.min_logic_offset = max(self.min_logic_offset, mf.file_from_offset + mf.wrote_position)
                 return
-            pos += CQ_STORE_UNIT_SIZE
+            self.min_logic_offset = max(self.min_logic_offset, mf.file_from_offset + self.file_size)
+
+    def delete_expired_files(self, phy_min_offset: int, pause=None) -> int:
+        """Retention: move the min past entries whose records are gone, then delete the
+        files whose last entry points below ``phy_min_offset`` (never the last file),
+        RocketMQ's ``correctMinOffset`` and ``deleteExpiredFile``. Readers see
+        OFFSET_TOO_SMALL for the deleted range. Returns how many files were deleted."""
+        self.correct_min_offset(phy_min_offset)
+        last = self.file_size - CQ_STORE_UNIT_SIZE
+
+        def expired(mf) -> bool:
+            unit = read_unit(mf, last)
+            return unit is not None and unit[0] < phy_min_offset
+        with self._lock:
+            return len(self.mapped_file_queue.delete_first_files(expired, pause=pause))
 
     # -- time --------------------------------------------------------------------------------
 

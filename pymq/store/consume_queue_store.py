@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import threading
 from typing import Optional
 
@@ -22,6 +23,7 @@ class ConsumeQueueStore:
         self.read_only = read_only
         self._queues: dict[tuple[str, int], ConsumeQueue] = {}
         self._lock = threading.Lock()
+        self.topic_deletions = None        # TopicDeletions: floors of recreated topics
 
     def find_consume_queue(self, topic: str, queue_id: int, create: bool = True) -> Optional[ConsumeQueue]:
         """The queue of (topic, queue_id); as in RocketMQ, created (empty, in memory) when
@@ -35,6 +37,7 @@ class ConsumeQueueStore:
             if cq is None:
                 cq = ConsumeQueue(topic, queue_id, self.root, self.config.consume_queue_entries,
                                   self.commit_log, read_only=self.read_only)
+                self._apply_floor(cq)
                 self._queues[key] = cq
             return cq
 
@@ -103,6 +106,48 @@ class ConsumeQueueStore:
                 end = max(cq.max_physic_offset, 0)
                 refill_from = end if refill_from < 0 else min(refill_from, end)
         return max_phy, refill_from
+
+    def _apply_floor(self, cq: ConsumeQueue) -> None:
+        """A queue of a deleted and recreated topic takes no record older than the
+        deletion (the dispatcher skips records below a queue's max physical offset)."""
+        floor = self.topic_deletions.floor(cq.topic) if self.topic_deletions else -1
+        if floor > cq.max_physic_offset:
+            cq.appender.set_state(cq.mapped_file_queue.get_last_mapped_file(), floor)
+
+    def apply_floors(self) -> None:
+        """After recovery: the deletion floors of every queue (see ``_apply_floor``)."""
+        for cq in self.queues():
+            self._apply_floor(cq)
+
+    def delete_topic(self, topic: str) -> int:
+        """Destroy every queue of ``topic`` and its directory; returns how many queues."""
+        with self._lock:
+            doomed = [cq for (t, _q), cq in self._queues.items() if t == topic]
+            for cq in doomed:
+                del self._queues[(cq.topic, cq.queue_id)]
+        for cq in doomed:
+            cq.destroy()
+        tdir = os.path.join(self.root, "consumequeue", topic)
+        if os.path.isdir(tdir):
+            shutil.rmtree(tdir, ignore_errors=True)
+        return len(doomed)
+
+    def drop_deleted(self) -> bool:
+        """Read-only stores: unmap queue files the writer deleted and forget queues whose
+        directory is gone (a deleted topic). True when anything was dropped."""
+        dropped = False
+        for cq in self.queues():
+            if not os.path.isdir(cq.store_path):
+                with self._lock:
+                    self._queues.pop((cq.topic, cq.queue_id), None)
+                cq.shutdown()
+                dropped = True
+            elif cq.mapped_file_queue.drop_deleted():
+                first = cq.mapped_file_queue.get_first_mapped_file()
+                if first is not None and cq.min_logic_offset < first.file_from_offset:
+                    cq.min_logic_offset = first.file_from_offset
+                dropped = True
+        return dropped
 
     def verify_against_log(self) -> int:
         """After a crash: check the last files of every queue against the commit log; cut

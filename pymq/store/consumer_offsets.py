@@ -202,6 +202,18 @@ class ConsumerOffsetManager(ConfigManager):
                 self._mark_changed()
         return len(doomed)
 
+    def clean_offset_by_topic(self, topic: str) -> int:
+        """Drop every group's offsets of ``topic`` (a deleted topic); return how many
+        groups had some."""
+        _check_name("topic", topic)
+        with self._lock:
+            doomed = [key for key in self._offset_table if _split_key(key)[0] == topic]
+            for key in doomed:
+                del self._offset_table[key]
+            if doomed:
+                self._mark_changed()
+        return len(doomed)
+
     def which_topic_by_consumer(self, group: str) -> set[str]:
         """Topics for which ``group`` has committed offsets."""
         _check_name("group", group)

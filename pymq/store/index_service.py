@@ -18,10 +18,12 @@ import logging
 import os
 import threading
 import time
+from typing import Optional
 
 from pymq._core.index_file import IndexBuilder, IndexFile, IndexQuerier, index_file_size
 from pymq._core.mapped_file import MappedFile
 from pymq.config import StoreConfig
+from pymq.errors import DiskFullError
 
 log = logging.getLogger("pymq")
 
@@ -48,6 +50,8 @@ class IndexService:
         self._lock = threading.Lock()
         self.builder = IndexBuilder(None, self._roll)
         self.builder.enabled = config.message_index_enable
+        self.enabled = config.message_index_enable
+        self.disk_guard = None                  # set by the store (DiskGuard) for writers
         self.querier = IndexQuerier(self, commit_log.mapped_file_queue, commit_log.file_size,
                                     config.max_msgs_num_batch)
 
@@ -92,19 +96,29 @@ class IndexService:
         if added:
             self.index_files = self.index_files + added
 
-    def _roll(self) -> IndexFile:
-        """The file to write next: a new one after the last (full) file."""
+    def _roll(self) -> Optional[IndexFile]:
+        """The file to write next: a new one after the last (full) file; None when the
+        disk has no room for one (below the disk guard's warning ratio): the builder then
+        pauses, and ``resume()`` restarts it when space returns."""
         with self._lock:
             prev = self.index_files[-1] if self.index_files else None
             if prev is not None and not prev.is_write_full():
                 return prev
+            guard = self.disk_guard
+            if guard is not None and not guard.room_for(self.file_size):
+                self._note_paused(guard.last.describe() if guard.last else "no room")
+                return None
             os.makedirs(self.store_path, exist_ok=True)
             ms = int(time.time() * 1000)
             path = os.path.join(self.store_path, _time_name(ms))
             while os.path.exists(path):
                 ms += 1
                 path = os.path.join(self.store_path, _time_name(ms))
-            mf = MappedFile(path, self.file_size, create=True)
+            try:
+                mf = MappedFile(path, self.file_size, create=True)
+            except DiskFullError as e:
+                self._note_paused(str(e))
+                return None
             f = IndexFile(mf, self.hash_slot_num, self.index_num,
                           prev.end_phy_offset if prev is not None else 0,
                           prev.end_timestamp if prev is not None else 0)
@@ -113,6 +127,54 @@ class IndexService:
                 threading.Thread(target=self._flush_full, args=(prev,), name="pymq-FlushIndexFile",
                                  daemon=True).start()
             return f
+
+    def _note_paused(self, why: str) -> None:
+        log.error("indexing paused: no room for a %d-byte index file (%s); messages stay readable "
+                  "by queue and are indexed when space returns", self.file_size, why)
+
+    @property
+    def paused_at(self) -> int:
+        """Commit-log offset of the first record not indexed for want of space, or -1."""
+        return -1 if self.builder.enabled or not self.enabled else self.builder.paused_at
+
+    def resume(self) -> int:
+        """Restart a paused index when the disk has room for a new file. Returns the
+        commit-log offset the dispatcher must replay from to fill the gap, or -1."""
+        at = self.paused_at
+        if at < 0:
+            return -1
+        guard = self.disk_guard
+        if guard is not None and not guard.room_for(self.file_size):
+            return -1
+        log.warning("indexing resumes from commit-log offset %d", at)
+        self.builder.paused_at = -1
+        self.builder.enabled = True
+        return at
+
+    def delete_expired_files(self, phy_min_offset: int) -> int:
+        """Retention: delete the index files (never the last) whose records all lie below
+        ``phy_min_offset`` (``IndexService.deleteExpiredFile``). Returns how many."""
+        with self._lock:
+            files = self.index_files
+            n = 0
+            while n < len(files) - 1 and files[n].end_phy_offset < phy_min_offset:
+                n += 1
+            if not n:
+                return 0
+            self.index_files = files[n:]
+        for f in files[:n]:
+            f.mapped_file.destroy()
+        return n
+
+    def drop_deleted(self) -> int:
+        """Read-only stores: unmap the index files another process deleted."""
+        files = self.index_files
+        gone = [f for f in files if not os.path.exists(f.mapped_file.file_name)]
+        if gone:
+            self.index_files = [f for f in files if f not in gone]
+            for f in gone:
+                f.mapped_file.close()
+        return len(gone)
 
     def truncate(self, phy_offset: int) -> int:
         """Delete the newest files that index records at or past ``phy_offset`` (cut by

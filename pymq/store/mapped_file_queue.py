@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from typing import Optional
+from typing import Callable, Optional
 
 from pymq._core.mapped_file import MappedFile, offset_to_file_name
 from pymq.errors import CorruptStoreError
@@ -216,6 +216,48 @@ class MappedFileQueue:
         while not self.flush(0):
             pass
         return self.flushed_where
+
+    # -- retention -------------------------------------------------------------------------
+
+    def delete_first_files(self, expired: Callable[[MappedFile], bool], max_count: int = 1 << 30,
+                           pause: Optional[Callable[[], bool]] = None) -> list[str]:
+        """Delete segments from the head while ``expired(segment)`` holds, at most
+        ``max_count``, never the last one (it is being written). ``pause()`` runs between
+        two deletions (RocketMQ waits 100 ms there) and ends the run when it returns True.
+
+        A segment leaves the list before it is deleted, so new lookups never find it;
+        readers holding the old list see it closed (``pin`` refuses it; the unmap waits
+        for work in progress), and another process that maps it keeps its pages: the file
+        is unlinked, never truncated. Returns the paths deleted.
+        """
+        deleted: list[str] = []
+        while len(deleted) < max_count:
+            with self._lock:
+                files = self.mapped_files
+                if len(files) < 2 or not expired(files[0]):
+                    break
+                mf = files[0]
+                self.mapped_files = files[1:]
+                self.flushed_where = max(self.flushed_where, files[1].file_from_offset)
+            mf.destroy()
+            deleted.append(mf.file_name)
+            if pause is not None and len(deleted) < max_count and pause():
+                break
+        return deleted
+
+    def drop_deleted(self) -> int:
+        """Read-only stores: unmap the head segments whose files another process deleted
+        (their mappings stay valid until then: deletion unlinks). Returns how many."""
+        with self._lock:
+            files = self.mapped_files
+            n = 0
+            while n < len(files) and not os.path.exists(files[n].file_name):
+                n += 1
+            if n:
+                for mf in files[:n]:
+                    mf.close()
+                self.mapped_files = files[n:]
+            return n
 
     # -- truncation and teardown -----------------------------------------------------------
 

@@ -38,6 +38,10 @@ class MessageReader:
         self.get_message = self.queue_reader.get_message
         self.get_offset_in_queue_by_time = self.queue_reader.get_offset_in_queue_by_time
 
+    def forget(self) -> None:
+        """Drop cached queue handles (queues were deleted or dropped)."""
+        self.queue_reader.forget()
+
     def close(self) -> None:
         self.queue_reader.closed = True
 

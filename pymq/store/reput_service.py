@@ -45,44 +45,56 @@ class ReputMessageService(ServiceThread):
         """Bytes written to the commit log and not dispatched yet (``dispatchBehindBytes``)."""
         return max(0, self.commit_log.get_max_offset() - self.reput_from_offset)
 
+    def rewind(self, offset: int) -> None:
+        """Dispatch again from ``offset`` (a paused index catching up): the consume
+        queues skip what they hold, the index what it holds."""
+        with self._lock:
+            if 0 <= offset < self.reput_from_offset:
+                self.reput_from_offset = offset
+        self.wakeup()
+
     def do_reput(self) -> int:
         """Dispatch everything readable now; returns the number of records dispatched."""
         with self._lock:
-            cl = self.commit_log
-            mfq = cl.mapped_file_queue
-            total = 0
-            min_offset = cl.get_min_offset()
-            if min_offset >= 0 and self.reput_from_offset < min_offset:
-                self.reput_from_offset = min_offset
-            while self.reput_from_offset < cl.get_max_offset():
-                mf = mfq.find_mapped_file_by_offset(self.reput_from_offset, self.reput_from_offset == 0)
-                if mf is None:
-                    break
-                start = self.reput_from_offset - mf.file_from_offset
-                end = mf.read_position
-                if start >= end:
-                    if mf.is_full():
-                        self.reput_from_offset = cl.roll_next_file(self.reput_from_offset)
-                        continue
-                    break
-                pos, count, state = dispatch_segment(mf, start, end, self.router)
-                total += count
-                self.reput_from_offset = mf.file_from_offset + pos
-                if state == "blank":
-                    self.reput_from_offset = cl.roll_next_file(mf.file_from_offset)
-                elif state == "corrupt":
-                    self.errors += 1
-                    log.error("dispatch: no whole record at commit-log offset %d; skipping %d bytes",
-                              self.reput_from_offset, end - pos)
-                    self.reput_from_offset = mf.file_from_offset + end
-                elif pos < end:
-                    break
-            arrived = self.router.arrived
-            if arrived:
-                self.router.arrived = {}
-                if self.on_arrived is not None:
-                    self.on_arrived(arrived)
-            return total
+            return self.do_reput_locked()
+
+    def do_reput_locked(self) -> int:
+        """``do_reput`` for a caller that holds ``_lock`` (a topic deletion)."""
+        cl = self.commit_log
+        mfq = cl.mapped_file_queue
+        total = 0
+        min_offset = cl.get_min_offset()
+        if min_offset >= 0 and self.reput_from_offset < min_offset:
+            self.reput_from_offset = min_offset
+        while self.reput_from_offset < cl.get_max_offset():
+            mf = mfq.find_mapped_file_by_offset(self.reput_from_offset, self.reput_from_offset == 0)
+            if mf is None:
+                break
+            start = self.reput_from_offset - mf.file_from_offset
+            end = mf.read_position
+            if start >= end:
+                if mf.is_full():
+                    self.reput_from_offset = cl.roll_next_file(self.reput_from_offset)
+                    continue
+                break
+            pos, count, state = dispatch_segment(mf, start, end, self.router)
+            total += count
+            self.reput_from_offset = mf.file_from_offset + pos
+            if state == "blank":
+                self.reput_from_offset = cl.roll_next_file(mf.file_from_offset)
+            elif state == "corrupt":
+                self.errors += 1
+                log.error("dispatch: no whole record at commit-log offset %d; skipping %d bytes",
+                          self.reput_from_offset, end - pos)
+                self.reput_from_offset = mf.file_from_offset + end
+            elif pos < end:
+                break
+        arrived = self.router.arrived
+        if arrived:
+            self.router.arrived = {}
+            if self.on_arrived is not None:
+                self.on_arrived(arrived)
+        return total
 
     def run_once(self) -> None:
         if self.do_reput():

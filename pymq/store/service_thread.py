@@ -11,11 +11,17 @@ log = logging.getLogger("pymq")
 class ServiceThread:
     """Runs ``run_once`` in a loop every ``interval_s`` until stopped.
 
-    ``wakeup()`` cuts the current wait short. Exceptions from ``run_once`` are logged and
-    kept in ``last_error``; the loop goes on, as a store's background services must.
+    ``wakeup()`` cuts the current wait short. A failing ``run_once`` never kills the
+    service: the error is kept in ``last_error``, the pass is retried with an exponential
+    back-off (from ``interval_s`` up to ``MAX_BACKOFF_S``), and each failure episode is
+    logged twice at most: its first error, with the traceback, and its end ("recovered
+    after N failed attempts"). A full disk makes a service fail for as long as it lasts;
+    this keeps the log readable and the CPU free meanwhile.
     """
 
     name = "ServiceThread"
+    MAX_BACKOFF_S = 1.0
+    initial_delay_s = 0.0      # wait this long before the first pass
 
     def __init__(self, interval_s: float) -> None:
         self.interval_s = interval_s
@@ -23,6 +29,9 @@ class ServiceThread:
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self.last_error: BaseException | None = None
+        self.failing = 0          # consecutive failed passes (0: healthy)
+        self.failures = 0         # failed passes since the start
+        self.episodes = 0         # failure episodes since the start
 
     def start(self) -> None:
         if self._thread is not None:
@@ -43,15 +52,41 @@ class ServiceThread:
     def stopped(self) -> bool:
         return self._stop.is_set()
 
+    def run_guarded(self) -> bool:
+        """One pass of ``run_once`` with the failure bookkeeping; True if it succeeded."""
+        try:
+            self.run_once()
+        except Exception as e:  # a failing pass must not kill the service
+            self.last_error = e
+            self.failures += 1
+            self.failing += 1
+            if self.failing == 1:
+                self.episodes += 1
+                log.error("%s failed (retrying with back-off; repeats are counted, not logged)",
+                          self.name, exc_info=True)
+            return False
+        if self.failing:
+            log.warning("%s recovered after %d failed attempts (last error: %s)", self.name,
+                        self.failing, self.last_error)
+            self.failing = 0
+        return True
+
+    def backoff_s(self) -> float:
+        """How long to wait after the current run of failures."""
+        return min(max(self.interval_s, 0.001) * (2 ** min(self.failing, 30)), self.MAX_BACKOFF_S)
+
     def _loop(self) -> None:
+        if self.initial_delay_s > 0:
+            self._stop.wait(self.initial_delay_s)
         while not self._stop.is_set():
-            try:
-                self.run_once()
-            except Exception as e:  # a failing pass must not kill the service
-                self.last_error = e
-                log.exception("%s failed", self.name)
-            if not self._stop.is_set():
+            ok = self.run_guarded()
+            if self._stop.is_set():
+                break
+            if ok:
                 self.wait_for_running(self.interval_s)
+            else:
+                self._wake.wait(self.backoff_s())
+                self._wake.clear()
         try:
             self.on_shutdown()
         except Exception as e:

@@ -1,0 +1,126 @@
+"""DiskGuard: how full the store's disk is, and whether puts may go on.
+
+RocketMQ measures the used share of the commit log's partition
+(``UtilAll.getDiskPartitionSpaceUsedPercent``: 1 - free / total) on every cleaning pass
+and, past ``diskSpaceWarningLevelRatio`` (0.90), sets the DISK_FULL running flag, which
+refuses puts with SERVICE_NOT_AVAILABLE while the consume queues go on being built.
+
+pymq does the same, and also looks before it leaps: a new commit-log segment (and a new
+index file) is allocated only if the disk keeps below the warning ratio, and with room
+for the segment, afterwards. So a full disk is met with a clear status at a segment
+boundary, never with ENOSPC inside a write: segments are allocated whole
+(``posix_fallocate``) and never grow. The refusal names the disk and its usage, is
+logged once per episode, and lifts by itself when space returns (a cleaning pass or a
+user deleting files).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+log = logging.getLogger("pymq")
+
+
+@dataclass(frozen=True)
+class DiskUsage:
+    """One look at a partition: bytes in all, bytes free and the used ratio."""
+
+    path: str
+    total: int
+    free: int
+
+    @property
+    def ratio(self) -> float:
+        """Used share, 0..1 (RocketMQ's getDiskPartitionSpaceUsedPercent); 1.0 when the
+        partition cannot be measured."""
+        return 1.0 - self.free / self.total if self.total > 0 else 1.0
+
+    def describe(self) -> str:
+        return (f"disk of {self.path} is {self.ratio:.1%} full ({self.free / 1048576:.1f} MiB free "
+                f"of {self.total / 1048576:.1f} MiB)")
+
+
+def disk_usage(path: str) -> DiskUsage:
+    """Usage of the partition holding ``path`` (``statvfs``). Free space is what this
+    process may allocate (root may use the reserved blocks)."""
+    st = os.statvfs(path)
+    free_blocks = st.f_bfree if os.geteuid() == 0 else st.f_bavail
+    return DiskUsage(path, st.f_blocks * st.f_frsize, free_blocks * st.f_frsize)
+
+
+class DiskGuard:
+    """Keeps puts off a disk that is (about to be) full.
+
+    ``check()`` measures the disk and refuses or resumes puts through
+    ``set_writeable(flag, reason)``; ``room_for(nbytes)`` tells whether ``nbytes`` more
+    can be allocated without passing the warning ratio. ``usage_fn`` can be replaced
+    (tests), and ``accepting`` says whether the store wants puts at all (between
+    ``start()`` and ``shutdown()``), so the guard never reopens a closed store.
+    """
+
+    def __init__(self, path: str, warning_ratio: float, set_writeable: Callable[..., None],
+                 reserve_bytes: int, accepting: Callable[[], bool] = lambda: True,
+                 usage_fn: Callable[[str], DiskUsage] = disk_usage) -> None:
+        self.path = path
+        self.warning_ratio = warning_ratio
+        self.reserve_bytes = reserve_bytes      # one commit-log segment: the next roll's need
+        self.set_writeable = set_writeable
+        self.accepting = accepting
+        self.usage_fn = usage_fn
+        self.full = False
+        self.episodes = 0
+        self.last: Optional[DiskUsage] = None
+        self._lock = threading.Lock()
+
+    def usage(self) -> Optional[DiskUsage]:
+        try:
+            self.last = self.usage_fn(self.path)
+        except OSError as e:         # the directory vanished or the disk is gone
+            log.warning("cannot measure the disk of %s: %s", self.path, e)
+            return None
+        return self.last
+
+    def room_for(self, nbytes: int, usage: Optional[DiskUsage] = None) -> bool:
+        """Whether ``nbytes`` can be allocated and the disk stay at or below the warning
+        ratio."""
+        u = usage if usage is not None else self.usage()
+        if u is None:
+            return True
+        free_after = u.free - nbytes
+        return free_after >= 0 and (u.total - free_after) <= self.warning_ratio * u.total
+
+    def check(self) -> Optional[DiskUsage]:
+        """Measure the disk; refuse puts when it is past the warning ratio or has no room
+        for the next segment, resume them when it has. Returns the usage measured."""
+        u = self.usage()
+        if u is None:
+            return None
+        over = u.ratio > self.warning_ratio or not self.room_for(self.reserve_bytes, u)
+        with self._lock:
+            if over:
+                self._refuse(u)
+            elif self.full:
+                self.full = False
+                log.warning("puts resume: %s", u.describe())
+                if self.accepting():
+                    self.set_writeable(True)
+        return u
+
+    def refuse(self, usage: Optional[DiskUsage] = None) -> None:
+        """Refuse puts now (a segment could not be allocated)."""
+        u = usage or self.last or self.usage()
+        with self._lock:
+            self._refuse(u)
+
+    def _refuse(self, u: Optional[DiskUsage]) -> None:
+        what = u.describe() if u is not None else f"disk of {self.path} is full"
+        reason = f"{what}: puts are refused above {self.warning_ratio:.0%} until space returns"
+        if not self.full:
+            self.full = True
+            self.episodes += 1
+            log.error("%s", reason)
+        self.set_writeable(False, reason)
