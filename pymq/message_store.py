@@ -111,7 +111,7 @@ class MessageStore:
         self.topic_deletions = self._load_topic_deletions(root)
         self.consume_queues.topic_deletions = self.topic_deletions
         self.disk_guard = DiskGuard(root, cfg.disk_space_warning_level_ratio, self.commit_log.appender.set_writeable,
-                                    cfg.commitlog_file_size, self._ready_for_puts)
+                                    2 * cfg.commitlog_file_size, self._ready_for_puts)
         self.commit_log.disk_guard = self.disk_guard
         self.index_service.disk_guard = self.disk_guard
         self._dispatch_incomplete = False

@@ -154,7 +154,8 @@ class CommitLog:
         makes the guard refuse puts (SERVICE_NOT_AVAILABLE) until space returns; other
         failures (a file-size limit) leave CREATE_MAPEDFILE_FAILED to this put only."""
         guard = self.disk_guard
-        if guard is not None and not guard.room_for(self.file_size):
+        # this segment, unless it was allocated ahead, and the next one allocated ahead
+        if guard is not None and not guard.room_for(2 * self.file_size):
             guard.refuse()
             raise DiskFullError(errno.ENOSPC, f"no room for a {self.file_size}-byte commit-log segment")
         try:

@@ -93,6 +93,13 @@ class DiskGuard:
         free_after = u.free - nbytes
         return free_after >= 0 and (u.total - free_after) <= self.warning_ratio * u.total
 
+    def fits(self, nbytes: int) -> bool:
+        """Whether ``nbytes`` can be allocated and 1 % of the disk stay free: the test for
+        files that serve messages already accepted (index files), which may use the room
+        above the warning ratio that puts may not."""
+        u = self.usage()
+        return u is None or u.free - nbytes >= u.total // 100
+
     def check(self) -> Optional[DiskUsage]:
         """Measure the disk; refuse puts when it is past the warning ratio or has no room
         for the next segment, resume them when it has. Returns the usage measured."""

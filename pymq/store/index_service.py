@@ -98,14 +98,14 @@ class IndexService:
 
     def _roll(self) -> Optional[IndexFile]:
         """The file to write next: a new one after the last (full) file; None when the
-        disk has no room for one (below the disk guard's warning ratio): the builder then
+        disk has no room for one (``DiskGuard.fits``): the builder then
         pauses, and ``resume()`` restarts it when space returns."""
         with self._lock:
             prev = self.index_files[-1] if self.index_files else None
             if prev is not None and not prev.is_write_full():
                 return prev
             guard = self.disk_guard
-            if guard is not None and not guard.room_for(self.file_size):
+            if guard is not None and not guard.fits(self.file_size):
                 self._note_paused(guard.last.describe() if guard.last else "no room")
                 return None
             os.makedirs(self.store_path, exist_ok=True)
@@ -144,7 +144,7 @@ class IndexService:
         if at < 0:
             return -1
         guard = self.disk_guard
-        if guard is not None and not guard.room_for(self.file_size):
+        if guard is not None and not guard.fits(self.file_size):
             return -1
         log.warning("indexing resumes from commit-log offset %d", at)
         self.builder.paused_at = -1
