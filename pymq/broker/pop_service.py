@@ -1,0 +1,325 @@
+"""PopMessageService: receive with an invisibility time (RocketMQ 5's pop), FIFO groups.
+
+A pop hands out up to N messages of a topic to a consumer group and hides each from the
+group until its deadline (pop time + invisible time). ``ack_message`` removes a message
+for good; ``change_invisible_time`` sets a new deadline and returns a new receipt handle;
+a message whose deadline passes without an ack is delivered again, with
+``reconsume_times`` one higher, and after the group's ``retry_max_times`` more it goes to
+``%DLQ%{group}``. Many workers may share one group: the state lives here, in the broker,
+and every change is made under one lock.
+
+Unlike RocketMQ, which re-puts an expired message into a retry topic, pymq redelivers it
+from where it is: the queue offset stays, the delivery count rises. For a consumer group
+flagged FIFO (``consume_message_orderly``), messages of one message group (``__SHARDINGKEY``)
+in a queue go out one at a time and in order; other message groups of the same queue go
+on in parallel. State, records and crash windows: see ``docs/pop.md``,
+:mod:`pymq.broker.pop_state` and :mod:`pymq.broker.revive_log`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import logging
+import threading
+import time
+from typing import Callable, Optional
+
+from pymq.filter import parse_tag_expression
+from pymq.store.service_thread import ServiceThread
+
+from .pop_queue import PopBatch, pop_queue
+from .pop_state import PopState
+from .receipt_handle import InvalidReceiptHandleError, decode_receipt_handle, encode_receipt_handle
+from .revive_log import PopStateSnapshot, ReviveLog, revive_topic
+
+log = logging.getLogger("pymq")
+
+MAX_POP_NUMS = 1024            # most messages one pop returns
+SNAPSHOT_RECORDS = 100_000     # revive-log records between two snapshots
+
+
+def wall_clock_ms() -> int:
+    """Milliseconds since the epoch (the default :attr:`PopMessageService.clock`)."""
+    return time.time_ns() // 1_000_000
+
+
+class PopStatus(enum.Enum):
+    """Outcome of a pop (RocketMQ's ``PopStatus``)."""
+
+    FOUND = "FOUND"
+    NO_NEW_MSG = "NO_NEW_MSG"
+
+
+@dataclasses.dataclass
+class PopResult:
+    """What ``pop_message`` returns: ``status``, the messages (each with its receipt
+    handle in property ``POP_CK``), when they were popped and for how long they are
+    invisible (ms)."""
+
+    status: PopStatus
+    messages: list
+    pop_time: int
+    invisible_time: int
+
+    @property
+    def msg_found_list(self) -> list:
+        """RocketMQ's name for :attr:`messages`."""
+        return self.messages
+
+
+class PopMessageService:
+    """Pop, ack and change-invisible-time for a :class:`pymq.Broker`, with the revive
+    service that dead-letters expired messages past their retries and snapshots the state.
+
+    ``clock`` (a callable returning ms) decides deadlines and expiry; tests replace it to
+    expire messages without sleeping.
+    """
+
+    def __init__(self, broker, broker_config) -> None:
+        self.broker = broker
+        self.broker_config = broker_config
+        self.clock: Callable[[], int] = wall_clock_ms
+        self._lock = threading.RLock()
+        self._rr: dict[tuple[str, str], int] = {}
+        self._wake: dict[str, int] = {}             # topic -> bumped when pops may find more
+        self._committed: dict[tuple, int] = {}
+        self.revive_log = ReviveLog(broker, revive_topic(broker_config.cluster_name))
+        self.snapshot = PopStateSnapshot(broker.store_path)
+        self.state = self._recover()
+        # ids of deliveries: above anything recovered, and above anything handed out before
+        # a crash that lost its record (ids start at the wall clock in µs-like units)
+        self._next_id = max(self.state.max_pop_id + 1, wall_clock_ms() * 1000)
+        self._records = 0
+        self.revive_service = PopReviveService(self, broker_config.pop_revive_interval)
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def _recover(self) -> PopState:
+        self.snapshot.load()
+        state = PopState()
+        from_offset = 0
+        if self.snapshot.state_doc is not None:
+            state = PopState.from_json(self.snapshot.state_doc)
+            from_offset = self.snapshot.revive_offset
+        self.revive_log.replay(state, from_offset)
+        broker = self.broker
+        for (group, topic, qid), s in state.queues.items():
+            s.clamp(broker.get_min_offset_in_queue(topic, qid), broker.get_max_offset_in_queue(topic, qid))
+        return state
+
+    def start(self) -> None:
+        """Start the revive service."""
+        self.revive_service.start()
+
+    def shutdown(self) -> None:
+        """Stop the revive service and snapshot the state."""
+        self.revive_service.shutdown()
+        try:
+            self.persist_snapshot()
+        except Exception:
+            log.exception("pop state: snapshot at shutdown failed; the next open replays the revive log")
+
+    def persist_snapshot(self) -> None:
+        """Write ``config/popState.json``: the state as of the last record, once the
+        commit log holding the records is flushed."""
+        with self._lock:
+            doc = self.state.to_json()
+            offset = self.revive_log.next_offset
+            self._records = 0
+        self.broker.flush()
+        self.snapshot.set(offset, doc)
+        self.snapshot.persist()
+
+    # -- group settings ----------------------------------------------------------------
+
+    def group_settings(self, group: str) -> tuple[bool, int]:
+        """(FIFO?, retry max times) of a consumer group, from the subscription group
+        config when there is one, else (False, ``BrokerConfig.max_reconsume_times``)."""
+        sgm = getattr(self.broker, "subscription_group_manager", None)
+        cfg = None
+        if sgm is not None:
+            find = getattr(sgm, "find_subscription_group_config", None)
+            if find is not None:
+                try:
+                    cfg = find(group)
+                except Exception:  # an unknown group: the defaults
+                    cfg = None
+        if cfg is None:
+            return False, self.broker_config.max_reconsume_times
+        return (bool(getattr(cfg, "consume_message_orderly", False)),
+                int(getattr(cfg, "retry_max_times", self.broker_config.max_reconsume_times)))
+
+    # -- pop ---------------------------------------------------------------------------
+
+    def _new_id(self) -> int:
+        self._next_id += 1
+        return self._next_id
+
+    def pop_message(self, group: str, topic: str, max_nums: int = 32, invisible_time_ms: int = 60_000,
+                    tags: Optional[str] = None, timeout_s: float = 0.0) -> PopResult:
+        """Take up to ``max_nums`` messages of ``topic`` for ``group`` from all its queues
+        (the first queue looked at rotates), hidden from the group for
+        ``invisible_time_ms``. Expired deliveries come first, then (FIFO) messages that
+        waited for their message group, then new ones. With ``timeout_s`` > 0 it waits
+        that long for messages when there are none (woken by arrivals, acks, expiry)."""
+        if not isinstance(group, str) or not group or not isinstance(topic, str) or not topic:
+            raise ValueError("group and topic must be non-empty strings")
+        if not isinstance(max_nums, int) or not 1 <= max_nums <= MAX_POP_NUMS:
+            raise ValueError(f"max_nums must be an int in 1..{MAX_POP_NUMS}")
+        if not isinstance(invisible_time_ms, int) or invisible_time_ms <= 0:
+            raise ValueError("invisible_time_ms must be a positive int (ms)")
+        parse_tag_expression(tags)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            version = self._wake.get(topic, 0)
+            result = self._pop_once(group, topic, max_nums, invisible_time_ms, tags)
+            remaining = deadline - time.monotonic()
+            if result.messages or remaining <= 0:
+                return result
+            self._wait(group, topic, version, remaining)
+
+    def _pop_once(self, group, topic, max_nums, invisible_time_ms, tags) -> PopResult:
+        broker = self.broker
+        qids = sorted(broker.get_topics().get(topic, ()))
+        fifo, max_rt = self.group_settings(group)
+        msgs: list = []
+        last_put = None
+        with self._lock:
+            now = self.clock()
+            if qids:
+                start = self._rr.get((group, topic), 0)
+                self._rr[(group, topic)] = start + 1
+                n = len(qids)
+                for i in range(n):
+                    need = max_nums - len(msgs)
+                    if need <= 0:
+                        break
+                    batch = PopBatch(self, group, topic, qids[(start + i) % n], now, now + invisible_time_ms,
+                                     fifo, max_rt, tags)
+                    put = pop_queue(batch, need)
+                    if put is not None:
+                        last_put = put
+                    msgs.extend(batch.messages)
+        self.revive_log.wait_durable(last_put)
+        return PopResult(PopStatus.FOUND if msgs else PopStatus.NO_NEW_MSG, msgs, now, invisible_time_ms)
+
+    def _wait(self, group: str, topic: str, version: int, timeout_s: float) -> None:
+        """Sleep until a message arrives in ``topic``, a pop may find more (an ack
+        unblocked a FIFO message group, a deadline passed), or ``timeout_s``."""
+        broker = self.broker
+        cursors = {}
+        next_deadline = None
+        with self._lock:
+            for (g, t, q), s in self.state.queues.items():
+                if g == group and t == topic:
+                    cursors[q] = s.next_offset
+                    d = s.next_deadline()
+                    if d is not None and (next_deadline is None or d < next_deadline):
+                        next_deadline = d
+        if next_deadline is not None:
+            timeout_s = min(timeout_s, max(next_deadline - self.clock(), 1) / 1000.0)
+        known = set(broker.get_topics().get(topic, ()))
+
+        def ready() -> bool:
+            if self._wake.get(topic, 0) != version:
+                return True
+            qids = broker.get_topics().get(topic, ())
+            if set(qids) != known:
+                return True
+            return any(cursors.get(q, 0) < broker.get_max_offset_in_queue(topic, q) for q in qids)
+
+        broker.notifier.wait((topic, None), ready, timeout_s)
+
+    def wake(self, topic: str, queue_id: int) -> None:
+        """Pops of ``topic`` may find more now: wake long-polling pops."""
+        self._wake[topic] = self._wake.get(topic, 0) + 1
+        self.broker.notifier.notify({(topic, queue_id): 0})
+
+    # -- ack and change ----------------------------------------------------------------
+
+    def _current(self, receipt_handle: str):
+        h = decode_receipt_handle(receipt_handle)
+        s = self.state.get((h.group, h.topic, h.queue_id))
+        entry = s.current(h.offset, h.pop_id) if s is not None else None
+        if entry is None:
+            raise InvalidReceiptHandleError(
+                f"receipt handle of {h.topic} queue {h.queue_id} offset {h.offset} for group {h.group} "
+                "is not current: the message was acked, redelivered, or its invisible time changed")
+        return h, s, entry
+
+    def ack_message(self, receipt_handle: str) -> None:
+        """Remove a popped message for good. Raises :class:`InvalidReceiptHandleError`
+        when the handle is not the message's current delivery (already acked,
+        redelivered after its deadline, or replaced by ``change_invisible_time``); a
+        handle whose deadline passed is still current until the message is popped again."""
+        with self._lock:
+            h, s, entry = self._current(receipt_handle)
+            doc = {"g": h.group, "t": h.topic, "q": h.queue_id, "o": h.offset, "id": h.pop_id}
+            put = self.revive_log.append("ack", doc)
+            self.state.apply("ack", doc)
+            self._records += 1
+            if entry.message_group is not None and s.waiting:
+                self.wake(h.topic, h.queue_id)
+        self.revive_log.wait_durable(put)
+
+    def change_invisible_time(self, receipt_handle: str, invisible_time_ms: int) -> str:
+        """Hide the message for ``invisible_time_ms`` from now; returns its new receipt
+        handle (the old one is no longer current)."""
+        if not isinstance(invisible_time_ms, int) or invisible_time_ms < 0:
+            raise ValueError("invisible_time_ms must be an int >= 0 (ms)")
+        with self._lock:
+            h, s, entry = self._current(receipt_handle)
+            new_id = self._new_id()
+            doc = {"g": h.group, "t": h.topic, "q": h.queue_id, "o": h.offset, "id": h.pop_id,
+                   "nid": new_id, "dl": self.clock() + invisible_time_ms}
+            put = self.revive_log.append("chg", doc)
+            self.state.apply("chg", doc)
+            self._records += 1
+            if invisible_time_ms == 0:
+                self.wake(h.topic, h.queue_id)
+        self.revive_log.wait_durable(put)
+        return encode_receipt_handle(h.group, h.topic, h.queue_id, h.offset, new_id)
+
+    # -- revive ------------------------------------------------------------------------
+
+    def revive(self) -> int:
+        """One pass of the revive service: dead-letter the expired messages that used up
+        their retries, keep the other expired ones for the next pop (and wake pollers),
+        record the groups' progress as consumer offsets. Returns how many were
+        dead-lettered."""
+        from .pop_queue import dead_letter_expired
+        broker = self.broker
+        dead = 0
+        with self._lock:
+            now = self.clock()
+            for key, s in list(self.state.queues.items()):
+                d = s.next_deadline()
+                if d is not None and d <= now and not s.ready:
+                    group, topic, qid = key
+                    _fifo, max_rt = self.group_settings(group)
+                    n, put = dead_letter_expired(self, key, s, now, max_rt)
+                    dead += n
+                    if s.ready or n:
+                        self.wake(topic, qid)
+            progress = [(key, s.low_water()) for key, s in self.state.queues.items()]
+        for key, low in progress:
+            if self._committed.get(key) != low:
+                broker.consumer_offsets.commit_offset(key[0], key[1], key[2], low)
+                self._committed[key] = low
+        if self._records >= SNAPSHOT_RECORDS:
+            self.persist_snapshot()
+        return dead
+
+
+class PopReviveService(ServiceThread):
+    """Runs :meth:`PopMessageService.revive` every ``pop_revive_interval`` ms."""
+
+    name = "PopReviveService"
+
+    def __init__(self, pop_service: PopMessageService, interval_ms: int) -> None:
+        super().__init__(interval_ms / 1000.0)
+        self.pop_service = pop_service
+
+    def run_once(self) -> None:
+        self.pop_service.revive()
