@@ -144,6 +144,8 @@ class ConsumeQueue:
         files = mfq.mapped_files
         cl = self.commit_log
         topic = self.topic.encode("utf-8")
+        # entries of segments cleaning deleted are gone, not damage: start after them
+        self.correct_min_offset(cl.get_min_offset())
         for mf in files:
             start = max(0, self.min_logic_offset - mf.file_from_offset)
             bad = verify_entries(mf, start, mf.wrote_position, cl.mapped_file_queue.mapped_files,
