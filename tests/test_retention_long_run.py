@@ -2,8 +2,8 @@
 bound is written, with a consumer in the writer's process and a read-only reader in
 another process reading throughout.
 
-The writer puts ~5 MB/s of 1 KiB messages into 64 KiB segments with a reserved time of one
-second and a cleaning pass every 100 ms. The store directory's allocated size is sampled
+The writer puts ~5 MB/s of 1 KiB messages into 64 KiB segments with a reserved time of
+half a second and a cleaning pass every 100 ms (about 3 MB live at any time). The store directory's allocated size is sampled
 throughout and must stay under ``BOUND``; at least ``10 * BOUND`` bytes are written. The
 consumer must see every queue's offsets strictly increase (it skips what was deleted
 before it got there, via OFFSET_TOO_SMALL), the reader process must exit cleanly having
@@ -64,7 +64,7 @@ def dir_bytes(path):
 def test_disk_usage_stays_bounded_under_retention(tmp_path):
     path = tmp_path / "store"
     hour = time.localtime().tm_hour
-    cfg = small_config(file_reserved_time=1.0 / 3600, clean_resource_interval=100,
+    cfg = small_config(file_reserved_time=0.5 / 3600, clean_resource_interval=100,
                        delete_when="%02d;%02d" % (hour, (hour + 1) % 24),
                        delete_commitlog_files_interval=0, delete_consume_queue_files_interval=0,
                        delete_files_batch_max=100, consume_queue_entries=1024)
