@@ -23,6 +23,7 @@ from pymq.errors import (
     StoreStateError,
 )
 from pymq.consumer import Consumer
+from pymq.simple_consumer import SimpleConsumer
 from pymq.message_store import MessageStore
 from pymq.results import GetMessageResult
 from pymq.status import AppendMessageStatus, BoundaryType, FlushDiskType, GetMessageStatus, PutMessageStatus
@@ -45,6 +46,7 @@ __all__ = [
     "PutMessageStatus",
     "PymqError",
     "SegmentSizeError",
+    "SimpleConsumer",
     "StoreConfig",
     "StoreLockedError",
     "StoreStateError",
