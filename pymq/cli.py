@@ -25,9 +25,12 @@ Sub-commands
     and END (ms, or ``yyyy-MM-dd#HH:mm:ss:SSS``).
 ``consumer-progress -g GROUP [-t TOPIC]``
     Per queue: broker offset, the group's offset and the difference.
+``delete-topic -t TOPIC``, ``clean-expired [--reserved-hours H] [--force]``
+    Delete a topic; delete expired commit-log files now (mqadmin's deleteTopic and
+    deleteExpiredCommitLog). These open the store for writing, so no writer may hold it.
 
-Every store command opens the store read-only (no lock: it works on a live store) and
-takes ``--json`` for output that scripts can read.
+Every query command opens the store read-only (no lock: it works on a live store); every
+store command takes ``--json`` for output that scripts can read.
 
 Adding a sub-command: write ``cmd_<name>(args) -> int`` and decorate it with
 :func:`command`, passing a function that adds the sub-command's own arguments.
@@ -119,7 +122,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(json.dumps(report.to_json(), indent=1))
     else:
         print(f"store      {report.path}")
-        print(f"commitlog  {report.segments} segments, {report.records:,} records (CRC checked)")
+        print(f"commitlog  {report.segments} segments from offset {max(report.min_commitlog_offset, 0):,}, "
+              f"{report.records:,} records (CRC checked)")
         print(f"queues     {report.queues} consume queues, {report.queue_entries:,} entries")
         print(f"index      {report.index_files} files, {report.index_entries:,} entries")
         for note in report.notes:
@@ -319,6 +323,59 @@ def cmd_consumer_progress(args: argparse.Namespace) -> int:
 
 
 # -- plumbing ----------------------------------------------------------------------------
+
+
+# -- maintenance (opens the store for writing: the writer's lock must be free) ------------
+
+
+def _open_writer(args: argparse.Namespace, **settings):
+    """The store opened for writing with the sizes it records (and ``settings``); a live
+    writer elsewhere makes this fail with StoreLockedError."""
+    from pymq.config import config_for_store
+    if not os.path.isdir(os.path.join(args.store, "commitlog")):
+        raise pymq.PymqError(f"{args.store} holds no store (no commitlog/ directory)")
+    cfg = config_for_store(args.store)
+    for name, value in settings.items():
+        setattr(cfg, name, value)
+    cfg.validate()
+    return pymq.MessageStore(args.store, cfg)
+
+
+def _clean_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--reserved-hours", type=float, default=72.0, metavar="H",
+                        help="delete commit-log files last written more than H hours ago (default 72, "
+                             "RocketMQ's fileReservedTime; fractions allowed)")
+    parser.add_argument("--force", action="store_true",
+                        help="ignore the age: delete every commit-log file but the one being written")
+    _json_flag(parser)
+
+
+@command("delete-topic", "delete a topic: its queues, consumer offsets and pending deliveries "
+         "(mqadmin's deleteTopic)", _topic_arg)
+def cmd_delete_topic(args: argparse.Namespace) -> int:
+    with _open_writer(args) as store:
+        deleted = store.delete_topic(args.topic)
+    if not deleted:
+        raise pymq.PymqError(f"topic {args.topic!r} has no queue in {args.store}")
+    _emit(args, {"topic": args.topic, "deleted": True}, f"topic {args.topic} deleted")
+    return 0
+
+
+@command("clean-expired", "delete expired commit-log files now, and the queue and index files they "
+         "leave (mqadmin's deleteExpiredCommitLog)", _clean_arguments)
+def cmd_clean_expired(args: argparse.Namespace) -> int:
+    if not args.reserved_hours > 0:
+        raise pymq.PymqError("--reserved-hours must be positive")
+    # --force: the smallest reserve there is (one millisecond)
+    hours = 1 / 3_600_000 if args.force else args.reserved_hours
+    with _open_writer(args, file_reserved_time=hours) as store:
+        out = store.delete_expired_files()
+        out["min_commitlog_offset"] = store.get_min_phy_offset()
+    _emit(args, out, _table(["Commit Log", "Consume Queue", "Index", "Timer Log", "Min Offset", "Disk Used"],
+                            [(out["commitlog"], out["consume_queue"], out["index"], out["timer_log"],
+                              out["min_commitlog_offset"],
+                              f"{out['disk_ratio']:.1%}" if out["disk_ratio"] is not None else "?")]))
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
