@@ -23,6 +23,7 @@ from .read import (BisectTimeLookup, LmdbCursorRead, PymqDispatch, PymqGetMessag
                    PymqTimeLookup, QueuelibPop)
 from .delivery import PymqDelayDelivery, PymqPutWithoutTimers, PymqPutWithTimers, PymqTimerDelivery
 from .query import LmdbGet, PymqQueryMessage, SqliteSelect
+from .retention import PymqPutNotCleaning, PymqPutWhileCleaning
 from .sqlite import SqliteExecutemany, SqliteInsertPerTxn, SqliteReadPages
 from .write import LmdbPutMulti, LmdbPutPerTxn, PymqPutMessage, PymqPutMessages, QueuelibPush
 
@@ -36,6 +37,7 @@ WORKLOADS: tuple[type[Workload], ...] = (
     PymqQueryMessage, LmdbGet, SqliteSelect,
     PymqDelayDelivery, PymqTimerDelivery,
     PymqPutWithTimers, PymqPutWithoutTimers,
+    PymqPutWhileCleaning, PymqPutNotCleaning,
 )
 
 
@@ -342,6 +344,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"timer messages pending in the put_with_timers store (default {d.pending_timers:,})")
     add("--put-with-timers-messages", type=_positive_int, default=d.put_with_timers_messages, metavar="N",
         help=f"put_message calls per repeat of put_with_timers (default {d.put_with_timers_messages:,})")
+    add("--cleaning-segments", type=_positive_int, default=d.cleaning_segments, metavar="N",
+        help=f"old 16 MiB segments the put_while_cleaning store holds (default {d.cleaning_segments})")
+    add("--cleaning-messages", type=_positive_int, default=d.cleaning_messages, metavar="N",
+        help=f"put_message calls per repeat of put_while_cleaning (default {d.cleaning_messages:,})")
 
 
 def options_from_args(args: argparse.Namespace) -> BenchOptions:
