@@ -34,6 +34,8 @@ from pymq.store.index_service import IndexService
 from pymq.store.flush_service import (FlushConsumeQueueService, FlushRealTimeService, GroupCommitRequest,
                                       GroupCommitService)
 from pymq.store.long_polling import MessageArrivingNotifier
+from pymq.store.put_gate import PutGate
+from pymq.store.recovery import recover, recover_topic_queue_table
 from pymq.store.message_reader import MessageReader
 from pymq.store.refresh_service import RefreshService
 from pymq.store.config_manager import ConfigPersistService
@@ -111,17 +113,17 @@ class MessageStore:
         self.topic_deletions = self._load_topic_deletions(root)
         self.consume_queues.topic_deletions = self.topic_deletions
         self.disk_guard = DiskGuard(root, cfg.disk_space_warning_level_ratio, self.commit_log.appender.set_writeable,
-                                    2 * cfg.commitlog_file_size, self._ready_for_puts)
+                                    2 * cfg.commitlog_file_size, lambda: self.put_gate.ready())
         self.commit_log.disk_guard = self.disk_guard
         self.index_service.disk_guard = self.disk_guard
-        self._dispatch_incomplete = False
 
         self.checkpoint = StoreCheckpoint(root)
         self.index_service.checkpoint = self.checkpoint
         self.commit_log.load()
         queues_whole = self.consume_queues.load()
         self.index_service.load()
-        replay_from = self._recover()
+        replay_from = recover(cfg, self.last_exit_ok, self.commit_log, self.consume_queues, self.index_service,
+                              self.checkpoint)
         self.consume_queues.apply_floors()
         self.consumer_offsets.load()
 
@@ -136,6 +138,9 @@ class MessageStore:
         if cfg.message_index_enable:
             self.router.index_builder = self.index_service.builder
         self.reput_service = ReputMessageService(self.commit_log, self.router, self._on_arrived)
+        self.put_gate = PutGate(self.commit_log.appender, self.disk_guard, self.reput_service,
+                                lambda: recover_topic_queue_table(self.commit_log, self.consume_queues),
+                                lambda: self._running and not self._closed)
         # Where dispatch resumes: after a clean exit, where the queues end (RocketMQ's
         # rule); after a crash, where recovery began (the checkpoint's segment). An index
         # behind that catches up too; damaged queue files mean a replay of the whole log.
@@ -154,8 +159,8 @@ class MessageStore:
             # the dispatcher retries in the background and puts wait until it is through
             log.error("store opened on a full disk: dispatch incomplete (%s); puts are refused until "
                       "space returns and the queues catch up", e)
-            self._dispatch_incomplete = True
-        self._recover_topic_queue_table()
+            self.put_gate.dispatch_incomplete = True
+        recover_topic_queue_table(self.commit_log, self.consume_queues)
         self.schedule_service.load()
         self.timer_service.load()
 
@@ -192,37 +197,12 @@ class MessageStore:
     def _build_clean_service(self) -> CleanResourceService:
         cfg = self.config
         clean = CleanResourceService(self.disk_guard, None, None, self.index_service, self.reput_service.rewind,
-                                     cfg.clean_resource_interval, after_pass=self._update_writeable)
+                                     cfg.clean_resource_interval, after_pass=self.put_gate.update)
         clean.clean_commit_log = CleanCommitLogService(self.commit_log, cfg, clean.pause)
         clean.clean_consume_queue = CleanConsumeQueueService(
             self.commit_log, self.consume_queues, self.index_service, clean.pause,
             cfg.delete_consume_queue_files_interval, self.timer_service, self.topic_deletions)
         return clean
-
-    def _ready_for_puts(self) -> bool:
-        """Whether the store wants puts (started, not shut down, queues caught up after
-        an open on a full disk), whatever the disk says."""
-        if not self._running or self._closed:
-            return False
-        if self._dispatch_incomplete:
-            rs = self.reput_service
-            if rs.behind() or rs.failing:
-                return False
-            with rs._lock:
-                self._recover_topic_queue_table()
-            self._dispatch_incomplete = False
-            log.warning("dispatch caught up: the queue offsets are recovered")
-        return True
-
-    def _update_writeable(self) -> None:
-        """Accept puts when the store wants them and the disk guard allows them."""
-        if self.read_only:
-            return
-        if self._ready_for_puts():
-            if not self.disk_guard.full:
-                self.commit_log.appender.set_writeable(True)
-        else:
-            self.commit_log.appender.set_writeable(False)
 
     def _on_arrived(self, arrived: dict) -> None:
         """The dispatcher extended these queues: wake readers and the delivery services."""
@@ -272,42 +252,6 @@ class MessageStore:
         if self.refresh_service is not None:
             self.refresh_service.refresh(discover=True)
 
-    def _recover(self):
-        """Consume queues first, then the log (RocketMQ's order). After a clean exit the
-        last segments are rescanned (``recoverNormally``); after a crash the walk starts at
-        the checkpoint (``recoverAbnormally``). Queue entries and index files past the
-        recovered end are cut. Returns where a crash recovery's replay starts, or None."""
-        cfg = self.config
-        max_phy_of_queues, refill_from = self.consume_queues.recover()
-        replay_from = None
-        if self.last_exit_ok:
-            process = self.commit_log.recover_normally(check_crc=cfg.check_crc_on_recover)
-        else:
-            cp = self.checkpoint
-            min_ts = (cp.min_timestamp_index() if cfg.message_index_enable and cfg.message_index_safe
-                      else cp.min_timestamp())
-            process, replay_from = self.commit_log.recover_abnormally(min_ts, cfg.check_crc_on_recover)
-        if not self.commit_log.mapped_file_queue.mapped_files:
-            self.consume_queues.destroy_all()
-        elif max_phy_of_queues >= process:
-            self.consume_queues.truncate_dirty(process)
-        if not self.last_exit_ok:
-            cut = self.consume_queues.verify_against_log()
-            if cut >= 0:
-                refill_from = cut if refill_from < 0 else min(refill_from, cut)
-        self.index_service.truncate(process)
-        if refill_from >= 0:                      # a queue lost entries in its middle
-            replay_from = refill_from if replay_from is None else min(replay_from, refill_from)
-        return replay_from
-
-    def _recover_topic_queue_table(self) -> None:
-        appender = self.commit_log.appender
-        appender.clear_queue_offsets()
-        min_phy = self.commit_log.get_min_offset()
-        for cq in self.consume_queues.queues():
-            appender.set_queue_offset(cq.topic, cq.queue_id, cq.get_max_offset_in_queue())
-            cq.correct_min_offset(min_phy)
-
     @property
     def _abort_path(self) -> str:
         return os.path.join(self.store_path, "abort")
@@ -333,7 +277,7 @@ class MessageStore:
         self._running = True
         appender = self.commit_log.appender
         self.disk_guard.check()
-        self._update_writeable()
+        self.put_gate.update()
         self.clean_service.start()
         # deliveries write through the appender: start them once it accepts puts
         self.schedule_service.start()
