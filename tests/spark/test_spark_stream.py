@@ -4,6 +4,7 @@ and topics, data loss."""
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
@@ -134,16 +135,25 @@ def test_limit_by_backlog_shares_and_totals():
     assert offsets.from_json(offsets.to_json(latest, True), True) == latest
 
 
-def test_fail_on_data_loss_when_retention_removed_unread_messages(spark, tmp_path):
+@pytest.mark.parametrize("how", ["segments removed by hand", "store cleaning"])
+def test_fail_on_data_loss_when_retention_removed_unread_messages(spark, tmp_path, how):
     path = tmp_path / "store"
     fill_store(path, {("T", 0): 300})
     sink = Batches()
     run_available_now(spark, path, tmp_path / "ck", sink, topics="T", startingOffsets="earliest")
     assert len(sink.rows) == 300
     append(path, {("T", 0): 1500}, {("T", 0): 300})
-    names = sorted(os.listdir(path / "commitlog"))
-    for name in names[:2]:                                  # retention: the oldest segments go
-        os.remove(path / "commitlog" / name)
+    if how == "store cleaning":                              # the store's own retention
+        time.sleep(0.3)
+        cfg = spark_config()
+        cfg.file_reserved_time = 0.2 / 3600
+        with pymq.MessageStore(path, cfg) as store:
+            out = store.delete_expired_files()
+            assert out["commitlog"] >= 2 and out["consume_queue"] >= 1
+    else:
+        names = sorted(os.listdir(path / "commitlog"))
+        for name in names[:2]:                              # retention: the oldest segments go
+            os.remove(path / "commitlog" / name)
     with pytest.raises(Exception, match="failOnDataLoss"):
         run_available_now(spark, path, tmp_path / "ck", Batches(), topics="T")
     sink = Batches()
