@@ -23,6 +23,7 @@ from .read import (BisectTimeLookup, LmdbCursorRead, PymqDispatch, PymqGetMessag
                    PymqTimeLookup, QueuelibPop)
 from .delivery import PymqDelayDelivery, PymqPutWithoutTimers, PymqPutWithTimers, PymqTimerDelivery
 from .query import LmdbGet, PymqQueryMessage, SqliteSelect
+from .realistic import REALISTIC
 from .retention import PymqPutNotCleaning, PymqPutWhileCleaning
 from .sqlite import SqliteExecutemany, SqliteInsertPerTxn, SqliteReadPages
 from .write import LmdbPutMulti, LmdbPutPerTxn, PymqPutMessage, PymqPutMessages, QueuelibPush
@@ -38,6 +39,7 @@ WORKLOADS: tuple[type[Workload], ...] = (
     PymqDelayDelivery, PymqTimerDelivery,
     PymqPutWithTimers, PymqPutWithoutTimers,
     PymqPutWhileCleaning, PymqPutNotCleaning,
+    *REALISTIC,
 )
 
 
@@ -344,6 +346,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"timer messages pending in the put_with_timers store (default {d.pending_timers:,})")
     add("--put-with-timers-messages", type=_positive_int, default=d.put_with_timers_messages, metavar="N",
         help=f"put_message calls per repeat of put_with_timers (default {d.put_with_timers_messages:,})")
+    add("--real-messages", type=_positive_int, default=d.real_messages, metavar="N",
+        help=f"messages per phase of the real_* workloads (default {d.real_messages:,})")
+    add("--real-queries", type=_positive_int, default=d.real_queries, metavar="N",
+        help=f"key lookups of real_query (default {d.real_queries:,})")
     add("--cleaning-segments", type=_positive_int, default=d.cleaning_segments, metavar="N",
         help=f"old 16 MiB segments the put_while_cleaning store holds (default {d.cleaning_segments})")
     add("--cleaning-messages", type=_positive_int, default=d.cleaning_messages, metavar="N",
