@@ -22,6 +22,7 @@ from .base import PEERS, BenchOptions, Workload, store_config
 from .read import (BisectTimeLookup, LmdbCursorRead, PymqDispatch, PymqGetMessage, PymqPutMessagesReference,
                    PymqTimeLookup, QueuelibPop)
 from .delivery import PymqDelayDelivery, PymqPutWithoutTimers, PymqPutWithTimers, PymqTimerDelivery
+from .pop import LitequeuePopDone, PersistQueueAck, PymqPopAck
 from .query import LmdbGet, PymqQueryMessage, SqliteSelect
 from .realistic import REALISTIC
 from .retention import PymqPutNotCleaning, PymqPutWhileCleaning
@@ -39,6 +40,7 @@ WORKLOADS: tuple[type[Workload], ...] = (
     PymqDelayDelivery, PymqTimerDelivery,
     PymqPutWithTimers, PymqPutWithoutTimers,
     PymqPutWhileCleaning, PymqPutNotCleaning,
+    PymqPopAck, PersistQueueAck, LitequeuePopDone,
     *REALISTIC,
 )
 
