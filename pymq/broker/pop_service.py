@@ -291,21 +291,23 @@ class PopMessageService:
         from .pop_queue import dead_letter_expired
         broker = self.broker
         dead = 0
+        last_put = None
         with self._lock:
             now = self.clock()
             for key, s in list(self.state.queues.items()):
-                d = s.next_deadline()
-                if d is not None and d <= now and not s.ready:
+                if s.has_expired(now):
                     group, topic, qid = key
                     _fifo, max_rt = self.group_settings(group)
                     n, put = dead_letter_expired(self, key, s, now, max_rt)
                     dead += n
+                    last_put = put or last_put
                     if s.ready or n:
                         self.wake(topic, qid)
             progress = [(key, s.low_water()) for key, s in self.state.queues.items()]
+        self.revive_log.wait_durable(last_put)
         for key, low in progress:
             if self._committed.get(key) != low:
-                broker.consumer_offsets.commit_offset(key[0], key[1], key[2], low)
+                broker.commit_offset(key[0], key[1], key[2], low)
                 self._committed[key] = low
         if self._records >= SNAPSHOT_RECORDS:
             self.persist_snapshot()
