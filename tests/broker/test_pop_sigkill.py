@@ -1,5 +1,5 @@
 """SIGKILL a process in the middle of puts, pops, acks, changes of invisible time and
-state snapshots under SYNC_FLUSH, at random moments (24 kills). After each kill a copy of the store is
+state snapshots under SYNC_FLUSH, at random moments (30 kills). After each kill a copy of the store is
 opened with the clock hours ahead and drained: every message the child saw acked stays
 acked (never delivered again), every other message comes back (those whose ack was in
 flight at the kill may go either way), none twice."""
@@ -22,7 +22,7 @@ try:
 except ImportError:
     import pop_testlib as lib
 
-KILLS = 24
+KILLS = 30
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 CHILD = r"""
