@@ -72,15 +72,20 @@ def pop_queue(b: PopBatch, need: int):
     key = (b.group, b.topic, b.queue_id)
     s = svc.state.get(key)
     registered = s is not None
+    last_put = None
     if s is None:
         committed = broker.query_offset(b.group, b.topic, b.queue_id)
         s = QueuePopState(committed if committed >= 0 else broker.get_min_offset_in_queue(b.topic, b.queue_id))
+    elif s.next_offset > broker.get_max_offset_in_queue(b.topic, b.queue_id):
+        # the queue is shorter than the group's cursor: the topic was deleted (and maybe
+        # created again); its old offsets mean nothing now
+        last_put = reset_queue(svc, key)
+        s = svc.state.get(key)
     msgs = b.messages
     offsets: list = []
     groups: list = []
     bases: list = []
     taken: set = set()
-    last_put = None
 
     def take(m, o: int, mg: Optional[str], base: int) -> None:
         msgs.append(m)
@@ -187,6 +192,16 @@ def pop_queue(b: PopBatch, need: int):
     first = len(msgs) - len(offsets)
     for i, o in enumerate(offsets):
         msgs[first + i].properties[POP_CK] = encode_receipt_handle(group, topic, qid, o, pop_id)
+    return put
+
+
+def reset_queue(svc, key: tuple):
+    """Forget the group's state of a queue (its topic was deleted): an ``rst`` record,
+    the cursor at the queue's first offset. Returns the record's put result."""
+    doc = {"g": key[0], "t": key[1], "q": key[2], "c1": svc.broker.get_min_offset_in_queue(key[1], key[2])}
+    put = svc.revive_log.append("rst", doc)
+    svc.state.apply("rst", doc)
+    svc._records += 1
     return put
 
 

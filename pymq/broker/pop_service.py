@@ -281,6 +281,16 @@ class PopMessageService:
         self.revive_log.wait_durable(put)
         return encode_receipt_handle(h.group, h.topic, h.queue_id, h.offset, new_id)
 
+    def forget_topic(self, topic: str) -> None:
+        """Drop every group's pop state of ``topic`` (call after the topic was deleted:
+        a topic created again under its name starts at offset 0)."""
+        from .pop_queue import reset_queue
+        put = None
+        with self._lock:
+            for key in [k for k in self.state.queues if k[1] == topic]:
+                put = reset_queue(self, key)
+        self.revive_log.wait_durable(put)
+
     # -- revive ------------------------------------------------------------------------
 
     def revive(self) -> int:

@@ -15,7 +15,7 @@ in four sets:
 
 The state changes only through :meth:`PopState.apply`, with the records the pop service
 appends to its revive log (``ck``: a pop, ``ack``: an ack or a dead-lettering, ``chg``:
-a change of invisible time). The broker applies a record right after appending it, and
+a change of invisible time, ``rst``: the queue's topic was deleted). The broker applies a record right after appending it, and
 recovery applies the same records in log order, so the state after a restart is the
 state after the last record that reached the disk.
 """
@@ -230,6 +230,9 @@ class PopState:
             s.next_offset = d["c1"]
             if pop_id > self.max_pop_id:
                 self.max_pop_id = pop_id
+            return True
+        if kind == "rst":
+            self.queues[key] = QueuePopState(d["c1"])
             return True
         if s is None:
             return False

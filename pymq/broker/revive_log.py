@@ -4,7 +4,7 @@ snapshot that bounds how much of it a restart replays.
 RocketMQ 5 writes its pop checkpoints and acks as messages of the revive topic
 ``rmq_sys_REVIVE_LOG_{cluster}``. pymq does the same, with its own record shapes: every
 change of the pop state (:class:`~pymq.broker.pop_state.PopState`) is one record of
-queue 0 of that topic, tagged with its kind (``ck``, ``ack``, ``chg``), its body a small
+queue 0 of that topic, tagged with its kind (``ck``, ``ack``, ``chg``, ``rst``), its body a small
 JSON object. Records go through the commit log like any message, so they get the store's
 recovery, CRCs and flushing: under ``SYNC_FLUSH`` a record is on disk before the call that
 wrote it returns.

@@ -4,6 +4,7 @@ long polling and SimpleConsumer."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -167,7 +168,6 @@ def test_replay_without_snapshot_equals_snapshot(tmp_path, clock):
     b.change_invisible_time(ms[1].receipt_handle, 50_000)
     expected = b.pop_service.state.to_json()
     b.shutdown()
-    import os
     os.remove(tmp_path / "b" / "config" / "popState.json")
     b = lib.open_broker(tmp_path / "b", clock)
     try:
@@ -187,6 +187,35 @@ def test_pops_rotate_over_queues(broker):
     fill(broker, 40, queues=4)
     seen = [m.queue_id for _ in range(4) for m in broker.pop_message("g", "T", 2, 1000).messages]
     assert sorted(set(seen)) == [0, 1, 2, 3]
+
+
+def test_topic_deleted_and_recreated(broker):
+    fill(broker, 4)
+    assert len(broker.pop_message("g", "T", 2, 1000).messages) == 2
+    assert broker.delete_topic("T")
+    fill(broker, 1)                          # offset 0 again
+    assert [m.body for m in broker.pop_message("g", "T", 32, 1000).messages] == [b"m0"]
+    broker.pop_service.forget_topic("T")
+    assert [m.body for m in broker.pop_message("g", "T", 32, 1000).messages] == [b"m0"]
+
+
+def test_reset_survives_replay(tmp_path, clock):
+    b = lib.open_broker(tmp_path / "b", clock)
+    fill(b, 4)
+    assert len(b.pop_message("g", "T", 3, 1000).messages) == 3
+    b.delete_topic("T")
+    b.pop_service.forget_topic("T")
+    fill(b, 2)
+    assert len(b.pop_message("g", "T", 1, 1000).messages) == 1
+    expected = b.pop_service.state.to_json()
+    b.shutdown()
+    os.remove(tmp_path / "b" / "config" / "popState.json")
+    b = lib.open_broker(tmp_path / "b", clock)
+    try:
+        assert b.pop_service.state.to_json() == expected
+        assert [m.body for m in b.pop_message("g", "T", 32, 1000).messages] == [b"m1"]
+    finally:
+        b.shutdown()
 
 
 def test_bad_arguments(broker):

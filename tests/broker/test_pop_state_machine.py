@@ -190,6 +190,7 @@ class PopMachine(RuleBasedStateMachine):
         self.broker = self._open()
 
 
-PopMachine.TestCase.settings = settings(max_examples=int(os.environ.get("POP_SM_EXAMPLES", 25)), stateful_step_count=40, deadline=None,
+PopMachine.TestCase.settings = settings(max_examples=int(os.environ.get("POP_SM_EXAMPLES", 25)),
+                                        stateful_step_count=40, deadline=None,
                                         suppress_health_check=list(HealthCheck))
 TestPopStateMachine = PopMachine.TestCase
