@@ -1,5 +1,6 @@
 """Four worker threads share one SimpleConsumer group over 100,000 messages: each
-message is acked exactly once and none is lost."""
+message is acked exactly once and none is lost. Four workers on a FIFO group receive each
+message group's messages in order, each once."""
 
 from __future__ import annotations
 
@@ -71,5 +72,45 @@ def test_four_workers_ack_each_message_once(tmp_path):
         assert set(acked) == {b"%d" % i for i in range(N)}
         assert b.pop_message("workers", "W", 32, 1000).messages == []
         print(f"{N} messages received and acked by {WORKERS} threads in {elapsed:.1f} s")
+    finally:
+        b.shutdown()
+
+
+def test_four_workers_fifo_group_keeps_order_per_message_group(tmp_path):
+    b = lib.open_broker(tmp_path / "b")
+    try:
+        lib.set_group(b, "fifo", fifo=True)
+        groups, per_group = 20, 100
+        for i in range(per_group):
+            for g in range(groups):
+                lib.put(b, "F", b"%d:%d" % (g, i), queue_id=g % 2, message_group=f"mg{g}")
+        lib.wait_dispatched(b)
+        order: dict = {}
+        lock = threading.Lock()
+        errors: list = []
+        done = [0]
+
+        def work() -> None:
+            c = pymq.SimpleConsumer(b, "fifo", "F", await_duration=0.2)
+            try:
+                while done[0] < groups * per_group:
+                    for m in c.receive(8, 60):
+                        g, i = m.body.split(b":")
+                        with lock:
+                            order.setdefault(g, []).append(int(i))
+                        c.ack(m)
+                        with lock:
+                            done[0] += 1
+            except BaseException as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=work) for _ in range(WORKERS)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert not errors, errors
+        assert len(order) == groups
+        assert all(seq == list(range(per_group)) for seq in order.values())
     finally:
         b.shutdown()
