@@ -15,7 +15,9 @@ every commit, so that no row pays for an fsync). With ``--flush-disk-type SYNC_F
 pymq waits for the disk on every pop and ack, and both queues run ``synchronous=FULL``.
 
 Message count: ``--messages``, at most 10,000 per repeat (the SQLite queues manage a few
-thousand per second). Unless ``--commitlog-file-size`` is given the pymq store uses
+thousand per second). Both SQLite queues keep acked rows in their table (until
+``clear_acked_data()`` / ``prune()``, which nothing calls here, as in their defaults), so
+their get/pop slows down as a run goes on: their rate depends on the message count. Unless ``--commitlog-file-size`` is given the pymq store uses
 64 MiB commit-log files (deleting a fallocated 1 GiB file per repeat measures nothing).
 """
 
