@@ -137,8 +137,7 @@ class QueuePopState:
             entry = inflight.get(offset)
             if entry is not None and entry.pop_id == pop_id and entry.deadline == deadline:
                 out.append(offset)
-        out.sort()
-        return out
+        return sorted(set(out))
 
     def set_ready(self, offsets: Iterable[int]) -> None:
         """Keep expired offsets taken by :meth:`take_expired` for a later pop."""
