@@ -25,6 +25,7 @@ import threading
 import time
 from typing import Callable, Optional
 
+from pymq.errors import CorruptStoreError
 from pymq.filter import parse_tag_expression
 from pymq.store.service_thread import ServiceThread
 
@@ -96,7 +97,11 @@ class PopMessageService:
     # -- lifecycle ---------------------------------------------------------------------
 
     def _recover(self) -> PopState:
-        self.snapshot.load()
+        try:
+            self.snapshot.load()
+        except CorruptStoreError as e:        # the revive log still holds every change
+            log.error("pop state: %s; replaying the whole revive log instead", e)
+            self.snapshot.state_doc = None
         state = PopState()
         from_offset = 0
         if self.snapshot.state_doc is not None:

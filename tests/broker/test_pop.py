@@ -176,6 +176,24 @@ def test_replay_without_snapshot_equals_snapshot(tmp_path, clock):
         b.shutdown()
 
 
+def test_damaged_snapshot_falls_back_to_replay(tmp_path, clock):
+    b = lib.open_broker(tmp_path / "b", clock)
+    fill(b, 5)
+    ms = b.pop_message("g", "T", 3, 10_000).messages
+    b.ack_message(ms[0].receipt_handle)
+    expected = b.pop_service.state.to_json()
+    b.shutdown()
+    snap = tmp_path / "b" / "config" / "popState.json"
+    for p in (snap, snap.with_name("popState.json.bak")):
+        if p.exists():
+            p.write_text("{not json")
+    b = lib.open_broker(tmp_path / "b", clock)
+    try:
+        assert b.pop_service.state.to_json() == expected
+    finally:
+        b.shutdown()
+
+
 def test_tags_filter(broker):
     for i in range(6):
         lib.put(broker, "T", b"m%d" % i, tags="A" if i % 2 else "B")
