@@ -6,6 +6,7 @@ import time
 
 import pymq
 from pymq.broker import Broker, BrokerConfig
+from pymq.broker.receipt_handle import InvalidReceiptHandleError  # noqa: F401 - for the tests
 
 T0 = 1_700_000_000_000
 
@@ -30,14 +31,14 @@ class FakeClock:
         self.now += ms
 
 
-def open_broker(path, clock=None, config=None, **broker_config) -> Broker:
+def open_broker(path, clock=None, config=None, start=True, **broker_config) -> Broker:
     """A started broker whose pop service reads ``clock``; the revive service runs rarely
     (tests call ``pop_service.revive()`` themselves)."""
     broker_config.setdefault("pop_revive_interval", 3_600_000)
     b = Broker(path, config or small_config(), BrokerConfig(**broker_config))
     if clock is not None:
         b.pop_service.clock = clock
-    return b.start()
+    return b.start() if start else b
 
 
 def set_group(broker, group: str, fifo: bool = False, retry_max_times=None) -> None:
