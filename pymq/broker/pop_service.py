@@ -258,15 +258,32 @@ class PopMessageService:
         when the handle is not the message's current delivery (already acked,
         redelivered after its deadline, or replaced by ``change_invisible_time``); a
         handle whose deadline passed is still current until the message is popped again."""
+        error = self.ack_messages((receipt_handle,))[0]
+        if error is not None:
+            raise error
+
+    def ack_messages(self, receipt_handles) -> list:
+        """Ack several messages with one wait for the disk (5.x ``AckMessage`` carries
+        many entries). Returns one entry per handle: None when acked, else the
+        :class:`InvalidReceiptHandleError` that refused it."""
+        out: list = []
+        put = None
         with self._lock:
-            h, s, entry = self._current(receipt_handle)
-            doc = {"g": h.group, "t": h.topic, "q": h.queue_id, "o": h.offset, "id": h.pop_id}
-            put = self.revive_log.append("ack", doc)
-            self.state.apply("ack", doc)
-            self._records += 1
-            if entry.message_group is not None and s.waiting:
-                self.wake(h.topic, h.queue_id)
+            for handle in receipt_handles:
+                try:
+                    h, s, entry = self._current(handle)
+                except InvalidReceiptHandleError as e:
+                    out.append(e)
+                    continue
+                doc = {"g": h.group, "t": h.topic, "q": h.queue_id, "o": h.offset, "id": h.pop_id}
+                put = self.revive_log.append("ack", doc)
+                self.state.apply("ack", doc)
+                self._records += 1
+                if entry.message_group is not None and s.waiting:
+                    self.wake(h.topic, h.queue_id)
+                out.append(None)
         self.revive_log.wait_durable(put)
+        return out
 
     def change_invisible_time(self, receipt_handle: str, invisible_time_ms: int) -> str:
         """Hide the message for ``invisible_time_ms`` from now; returns its new receipt

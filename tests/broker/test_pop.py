@@ -83,6 +83,17 @@ def test_ack_after_deadline_before_redelivery_is_accepted(broker, clock):
     assert broker.pop_message("g", "T", 1, 1000).messages == []
 
 
+def test_ack_messages_batch(broker, clock):
+    fill(broker, 3)
+    ms = broker.pop_message("g", "T", 3, 1000).messages
+    broker.ack_message(ms[0].receipt_handle)
+    res = broker.pop_service.ack_messages([m.receipt_handle for m in ms] + ["junk"])
+    assert res[1:3] == [None, None]
+    assert isinstance(res[0], InvalidReceiptHandleError) and isinstance(res[3], InvalidReceiptHandleError)
+    clock.advance(5000)
+    assert broker.pop_message("g", "T", 3, 1000).messages == []
+
+
 def test_change_invisible_time(broker, clock):
     fill(broker, 1)
     m = broker.pop_message("g", "T", 1, 1000).messages[0]
