@@ -133,6 +133,7 @@ class MessageStore:
         self.delay_offset_persist_service = ConfigPersistService(self.schedule_service.offsets,
                                                                  cfg.flush_delay_offset_interval)
         self.timer_service = TimerMessageService(root, cfg, self.consume_queues, self.commit_log, put)
+        self.schedule_service.stale = self.timer_service.stale = self.topic_deletions.is_stale
         self.notifier = MessageArrivingNotifier()
         self.router = CqRouter(self.consume_queues.appender_for, cfg.delay_levels_ms())
         if cfg.message_index_enable:

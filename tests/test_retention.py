@@ -291,3 +291,22 @@ def test_config_rejects_bad_cleaning_values():
         with pytest.raises(pymq.PymqError):
             pymq.StoreConfig(**bad)
     assert pymq.StoreConfig(delete_when="04;10").delete_when == "04;10"
+
+
+def test_pending_delayed_and_timer_messages_of_a_deleted_topic_are_dropped(tmp_path):
+    with pymq.MessageStore(tmp_path / "s", cfg(message_delay_level="1s")) as s:
+        now = int(time.time() * 1000)
+        assert s.put_message(pymq.Message(topic="Gone", body=b"late", delay_level=1)).is_ok()
+        assert s.put_message(pymq.Message(topic="Gone", body=b"timed", deliver_time_ms=now + 800)).is_ok()
+        assert s.put_message(pymq.Message(topic="Kept", body=b"kept", delay_level=1)).is_ok()
+        wait_dispatched(s)
+        s.put_message(pymq.Message(topic="Gone", body=b"first"))
+        wait_dispatched(s)
+        assert s.delete_topic("Gone")
+        assert s.put_message(pymq.Message(topic="Gone", body=b"new")).queue_offset == 0
+        deadline = time.monotonic() + 5
+        while s.get_max_offset_in_queue("Kept", 0) < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)                              # the timer's second is over too
+        assert s.get_max_offset_in_queue("Kept", 0) == 1       # delivery works ...
+        assert [m.body for m in s.get_message("g", "Gone", 0, 0).messages] == [b"new"]   # ... not for Gone

@@ -61,6 +61,8 @@ class ScheduleMessageService(ServiceThread):
         self.put = put
         self.offsets = DelayOffsetManager(store_root)
         self.delivered = 0
+        # (real topic, commit-log offset) -> True when the topic was deleted after the put
+        self.stale: Callable[[str, int], bool] = lambda topic, offset: False
         self._next_wait_s = IDLE_WAIT_S
 
     @property
@@ -116,6 +118,8 @@ class ScheduleMessageService(ServiceThread):
                     log.warning("delay level %d: no message at %d (offset %d); skipped", level, phy, offset)
                 elif msg.properties["REAL_TOPIC"] == "RMQ_SYS_TRANS_HALF_TOPIC":
                     log.warning("delay level %d: dropping a half-transaction message", level)
+                elif self.stale(msg.properties["REAL_TOPIC"], phy):
+                    pass                    # its topic was deleted after it was put: dropped
                 else:
                     r = self.put(message_timeup(msg))
                     if not r.is_ok():

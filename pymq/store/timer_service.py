@@ -126,6 +126,8 @@ class TimerMessageService(ServiceThread):
         self.timer_log = MappedFileQueue(os.path.join(store_root, "timerlog"), config.timer_log_file_size)
         self.wheel: Optional[MappedFile] = None
         self.delivered = 0
+        # (real topic, commit-log offset) -> True when the topic was deleted after the put
+        self.stale: Callable[[str, int], bool] = lambda topic, offset: False
         self._wait_s = 1.0
         self._due: list = []            # sorted (due ms, offset, size) of the current second
         self._due_second = None
@@ -235,6 +237,8 @@ class TimerMessageService(ServiceThread):
                 msg = self.commit_log.look_message_by_offset(offset)
                 if msg is None or "REAL_TOPIC" not in msg.properties:
                     log.warning("timer: no message at %d; skipped", offset)
+                elif self.stale(msg.properties["REAL_TOPIC"], offset):
+                    pass                    # its topic was deleted after it was put: dropped
                 else:
                     r = self.put(convert_message(msg, msg.store_timestamp, now))
                     if not r.is_ok():
