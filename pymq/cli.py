@@ -378,6 +378,18 @@ def cmd_clean_expired(args: argparse.Namespace) -> int:
     return 0
 
 
+def _serve_arguments(parser: argparse.ArgumentParser) -> None:
+    from pymq.server import serve
+    serve.add_arguments(parser)
+
+
+@command("serve", "serve the store to RocketMQ 5 clients over gRPC (apache.rocketmq.v2)", _serve_arguments)
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Run :func:`pymq.server.serve.run` (needs the ``server`` extra)."""
+    from pymq.server import serve
+    return serve.run(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``pymq`` argument parser with every registered sub-command."""
     parser = argparse.ArgumentParser(prog="pymq", description=__doc__.splitlines()[0])

@@ -1,0 +1,14 @@
+"""RocketMQ 5 gRPC endpoint (``apache.rocketmq.v2.MessagingService``) over a :class:`pymq.Broker`.
+
+The generated protocol modules come from the official ``rocketmq-python-client`` package
+(``rocketmq.grpc_protocol``); install them with ``pip install "pymq[server]"``.
+
+    from pymq.server.grpc import GrpcServer, ServerConfig
+    server = GrpcServer(broker, ServerConfig(port=8081))
+    asyncio.run(server.serve_forever())
+"""
+
+from .server_config import ServerConfig
+from .server import GrpcServer
+
+__all__ = ["GrpcServer", "ServerConfig"]

@@ -1,0 +1,214 @@
+"""ReceiveMessage, AckMessage, ChangeInvisibleDuration, ForwardMessageToDeadLetterQueue.
+
+ReceiveMessage pops from every queue of the topic for the consumer group (the broker's pop:
+each message hidden from the group for the invisible duration) and long-polls when there is
+nothing: up to the request's ``long_polling_timeout`` (clamped as the proxy does, and cut to
+the call's deadline), woken by the store's arrival notifications, not a timer. The answer is
+the stream RocketMQ 5 clients read: a ``status``, the messages, then a ``delivery_timestamp``.
+A push consumer asks for ``auto_renew`` and no invisible duration: it gets
+``auto_renew_invisible_ms`` (pymq does not renew in the background; see docs/server.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from rocketmq.grpc_protocol import definition_pb2 as pb
+from rocketmq.grpc_protocol import service_pb2 as svc
+from google.protobuf import timestamp_pb2
+
+from pymq.broker.receipt_handle import InvalidReceiptHandleError, decode_receipt_handle
+
+from . import names
+from .convert import now_ms, to_pb_message
+from .status import Code, RequestError, ok, status, status_of
+from .topics import find_topic
+
+log = logging.getLogger("pymq.server")
+
+POLL_SLICE_S = 1.0          # a long poll re-checks for shutdown this often (woken at once by arrivals)
+NACK_INVISIBLE_MS = 1_000   # messages that could not be written to the client come back after this
+
+
+def _duration_ms(d) -> int:
+    return d.seconds * 1000 + d.nanos // 1_000_000
+
+
+def _filter(req) -> str | None:
+    fe = req.filter_expression
+    if not req.HasField("filter_expression") or fe.type in (pb.FilterType.TAG, pb.FilterType.FILTER_TYPE_UNSPECIFIED):
+        expr = fe.expression.strip() if req.HasField("filter_expression") else ""
+        return None if expr in ("", "*") else expr
+    raise RequestError(Code.ILLEGAL_FILTER_EXPRESSION, "only TAG filter expressions are supported")
+
+
+def _timestamp_now() -> timestamp_pb2.Timestamp:
+    ts = timestamp_pb2.Timestamp()
+    ts.FromMilliseconds(now_ms())
+    return ts
+
+
+class ConsumeActivity:
+    """Answers the consumer calls for a :class:`~pymq.server.grpc.GrpcServer`."""
+
+    def __init__(self, server) -> None:
+        self.server = server
+
+    # -- receive -------------------------------------------------------------------------
+
+    def _check_receive(self, ctx, req):
+        cfg = self.server.config
+        group = names.check_group(req.group.name)
+        topic = names.check_topic(req.message_queue.topic.name)
+        find_topic(self.server.broker, topic)
+        self.server.groups.ensure(group)
+        tags = _filter(req)
+        if req.auto_renew and not req.HasField("invisible_duration"):
+            invisible = cfg.auto_renew_invisible_ms
+        else:
+            invisible = _duration_ms(req.invisible_duration)
+            if invisible < cfg.min_invisible_ms:
+                raise RequestError(Code.ILLEGAL_INVISIBLE_TIME,
+                                   f"invisible duration must be at least {cfg.min_invisible_ms} ms")
+        batch = req.batch_size or cfg.receive_batch_size
+        if not 1 <= batch <= cfg.max_receive_batch:
+            raise RequestError(Code.BAD_REQUEST, f"batch size must be in 1..{cfg.max_receive_batch}")
+        polling = _duration_ms(req.long_polling_timeout) if req.HasField("long_polling_timeout") else cfg.max_long_polling_ms
+        polling = min(max(polling, cfg.min_long_polling_ms), cfg.max_long_polling_ms)
+        remaining = ctx.time_remaining()
+        if remaining is not None:
+            # leave the answer time to travel back before the client's deadline
+            budget = int(remaining * 1000) - 500
+            if budget < 0:
+                raise RequestError(Code.ILLEGAL_POLLING_TIME, "the deadline leaves no time for polling")
+            polling = min(polling, budget)
+        return group, topic, tags, invisible, batch, polling
+
+    async def _pop(self, group, topic, tags, invisible, batch, polling_ms):
+        server = self.server
+        pop = server.broker.pop_service
+        result = await server.call(pop.pop_message, group, topic, batch, invisible, tags)
+        if result.messages or polling_ms <= 0:
+            return result
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + polling_ms / 1000.0
+        while not server.stopping:
+            left = deadline - loop.time()
+            if left <= 0:
+                break
+            result = await loop.run_in_executor(server.executor, pop.pop_message, group, topic, batch, invisible,
+                                                tags, min(left, POLL_SLICE_S))
+            if result.messages:
+                return result
+        return result
+
+    async def receive_message(self, ctx, req: svc.ReceiveMessageRequest):
+        """Async generator of ReceiveMessageResponse items."""
+        try:
+            group, topic, tags, invisible, batch, polling = self._check_receive(ctx, req)
+            ctx.require_client_id()
+            self.server.clients.register(ctx.client_id)
+            result = await self._pop(group, topic, tags, invisible, batch, polling)
+        except Exception as exc:
+            if not isinstance(exc, RequestError):
+                log.exception("ReceiveMessage failed")
+            yield svc.ReceiveMessageResponse(status=status_of(exc))
+            yield svc.ReceiveMessageResponse(delivery_timestamp=_timestamp_now())
+            return
+        msgs = result.messages
+        if not msgs:
+            yield svc.ReceiveMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no new message"))
+            yield svc.ReceiveMessageResponse(delivery_timestamp=_timestamp_now())
+            return
+        sent = 0
+        try:
+            yield svc.ReceiveMessageResponse(status=ok())
+            for m in msgs:
+                yield svc.ReceiveMessageResponse(message=to_pb_message(m, invisible_ms=invisible))
+                sent += 1
+            self.server.stats.received += sent
+            yield svc.ReceiveMessageResponse(delivery_timestamp=_timestamp_now())
+        finally:
+            if sent < len(msgs):      # the client went away: hand the rest back soon
+                await self._nack(msgs[sent:])
+
+    async def _nack(self, msgs) -> None:
+        pop = self.server.broker.pop_service
+        for m in msgs:
+            try:
+                await self.server.call(pop.change_invisible_time, m.receipt_handle, NACK_INVISIBLE_MS)
+            except Exception:
+                pass
+
+    # -- ack and change ------------------------------------------------------------------
+
+    @staticmethod
+    def _check_handle(handle: str, group: str, topic: str) -> None:
+        try:
+            h = decode_receipt_handle(handle)
+        except InvalidReceiptHandleError as e:
+            raise RequestError(Code.INVALID_RECEIPT_HANDLE, str(e)) from None
+        if h.group != group or h.topic != topic:
+            raise RequestError(Code.INVALID_RECEIPT_HANDLE,
+                               f"receipt handle is of group {h.group!r} topic {h.topic!r}")
+
+    async def ack_message(self, ctx, req: svc.AckMessageRequest) -> svc.AckMessageResponse:
+        group = names.check_group(req.group.name)
+        topic = names.check_topic(req.topic.name)
+        if not req.entries:
+            raise RequestError(Code.BAD_REQUEST, "no entry to ack")
+        resp = svc.AckMessageResponse()
+        handles, slots = [], []
+        for entry in req.entries:
+            e = resp.entries.add(message_id=entry.message_id, receipt_handle=entry.receipt_handle)
+            try:
+                self._check_handle(entry.receipt_handle, group, topic)
+            except RequestError as exc:
+                e.status.CopyFrom(status_of(exc))
+                continue
+            handles.append(entry.receipt_handle)
+            slots.append(e)
+        if handles:
+            outcomes = await self.server.call(self.server.broker.pop_service.ack_messages, handles)
+            for e, outcome in zip(slots, outcomes):
+                if outcome is None:
+                    e.status.CopyFrom(ok())
+                else:
+                    e.status.CopyFrom(status(Code.INVALID_RECEIPT_HANDLE, str(outcome)))
+        codes = {e.status.code for e in resp.entries}
+        if codes == {Code.OK}:
+            resp.status.CopyFrom(ok())
+        elif len(resp.entries) == 1:
+            resp.status.CopyFrom(resp.entries[0].status)
+        else:
+            resp.status.CopyFrom(status(Code.MULTIPLE_RESULTS, "entries have different results"))
+        self.server.stats.acked += sum(1 for e in resp.entries if e.status.code == Code.OK)
+        return resp
+
+    async def change_invisible_duration(self, ctx, req: svc.ChangeInvisibleDurationRequest
+                                        ) -> svc.ChangeInvisibleDurationResponse:
+        group = names.check_group(req.group.name)
+        topic = names.check_topic(req.topic.name)
+        self._check_handle(req.receipt_handle, group, topic)
+        ms = _duration_ms(req.invisible_duration)
+        if ms < 0:
+            raise RequestError(Code.ILLEGAL_INVISIBLE_TIME, "invisible duration must not be negative")
+        try:
+            handle = await self.server.call(self.server.broker.change_invisible_time, req.receipt_handle, ms)
+        except InvalidReceiptHandleError as e:
+            raise RequestError(Code.INVALID_RECEIPT_HANDLE, str(e)) from None
+        return svc.ChangeInvisibleDurationResponse(status=ok(), receipt_handle=handle)
+
+    # -- dead letter ---------------------------------------------------------------------
+
+    async def forward_to_dlq(self, ctx, req: svc.ForwardMessageToDeadLetterQueueRequest
+                             ) -> svc.ForwardMessageToDeadLetterQueueResponse:
+        group = names.check_group(req.group.name)
+        topic = names.check_topic(req.topic.name)
+        self._check_handle(req.receipt_handle, group, topic)
+        try:
+            await self.server.call(self.server.dead_letter, group, req.receipt_handle)
+        except InvalidReceiptHandleError as e:
+            raise RequestError(Code.INVALID_RECEIPT_HANDLE, str(e)) from None
+        return svc.ForwardMessageToDeadLetterQueueResponse(status=ok())

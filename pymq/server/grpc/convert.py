@@ -1,0 +1,166 @@
+"""Between protocol messages (``apache.rocketmq.v2.Message``) and pymq's ``Message``.
+
+The store keeps RocketMQ's property names (``UNIQ_KEY``, ``TAGS``, ``KEYS``,
+``__SHARDINGKEY``, ``TIMER_DELIVER_MS``...); a protocol message carries the same facts as
+typed system properties and leaves only the application's own properties in
+``user_properties``. Checks of what a client sent raise :class:`RequestError` with the
+protocol's code, before anything is written.
+"""
+
+from __future__ import annotations
+
+import gzip
+import time
+import zlib
+from typing import Optional
+
+from rocketmq.grpc_protocol import definition_pb2 as pb
+
+from pymq._core.message import Message
+
+from . import names
+from .status import Code, RequestError
+
+# properties that RocketMQ sets itself (MessageConst's system set, the ones pymq writes)
+SYSTEM_PROPERTIES = frozenset({
+    "UNIQ_KEY", "TAGS", "KEYS", "__SHARDINGKEY", "DELAY", "WAIT", "RETRY_TOPIC", "REAL_TOPIC", "REAL_QID",
+    "TRAN_MSG", "PGROUP", "MIN_OFFSET", "MAX_OFFSET", "BUYER_ID", "ORIGIN_MESSAGE_ID", "TRANSFER_FLAG",
+    "CORRECTION_FLAG", "MQ2_FLAG", "RECONSUME_TIME", "MSG_REGION", "TRACE_ON", "MAX_RECONSUME_TIMES",
+    "CONSUME_START_TIME", "POP_CK", "POP_CK_OFFSET", "1ST_POP_TIME", "TRANSACTION_CHECK_TIMES",
+    "CHECK_IMMUNITY_TIME_IN_SECONDS", "__transactionId__", "TIMER_DELIVER_MS", "TIMER_DELAY_SEC",
+    "TIMER_DELAY_MS", "TIMER_OUT_MS", "TIMER_ENQUEUE_MS", "TIMER_DEQUEUE_MS", "TIMER_ROLL_TIMES",
+    "TIMER_DEL_UNIQKEY", "INNER_NUM", "INNER_BASE", "INNER_MULTI_DISPATCH", "INNER_MULTI_QUEUE_OFFSET",
+    "DLQ_ORIGIN_TOPIC", "DLQ_ORIGIN_MESSAGE_ID", "__RECALL_HANDLE",
+})
+
+# a delivery timestamp whose seconds exceed this is taken as milliseconds: the official
+# Python client (5.1.x) writes its millisecond delivery_timestamp into the seconds field
+_MS_IN_SECONDS_FIELD = 100_000_000_000
+
+
+def now_ms() -> int:
+    """Wall-clock milliseconds."""
+    return time.time_ns() // 1_000_000
+
+
+def _ts_ms(ts) -> int:
+    return ts.seconds * 1000 + ts.nanos // 1_000_000
+
+
+def delivery_time_ms(sp) -> Optional[int]:
+    """The message's delivery time (ms since the epoch) or None when it has none."""
+    if not sp.HasField("delivery_timestamp"):
+        return None
+    ts = sp.delivery_timestamp
+    if ts.seconds > _MS_IN_SECONDS_FIELD:
+        return ts.seconds + ts.nanos // 1_000_000
+    ms = _ts_ms(ts)
+    return ms or None
+
+
+def to_store_message(m: pb.Message, *, max_body_size: int, max_delay_ms: int, born_host: str,
+                     transactional: bool = False) -> Message:
+    """A pymq :class:`Message` from the protocol message ``m`` (queue chosen later)."""
+    topic = names.check_topic(m.topic.name, for_write=True)
+    sp = m.system_properties
+    body = m.body
+    if sp.body_encoding == pb.Encoding.GZIP:
+        try:
+            body = gzip.decompress(body)
+        except Exception:
+            raise RequestError(Code.MESSAGE_CORRUPTED, "body is not valid gzip") from None
+    if len(body) > max_body_size:
+        raise RequestError(Code.MESSAGE_BODY_TOO_LARGE,
+                           f"message body is {len(body)} bytes, more than the limit of {max_body_size}")
+    if not body:
+        raise RequestError(Code.MESSAGE_BODY_EMPTY, "message body is empty")
+    msg_id = sp.message_id
+    if not msg_id or len(msg_id) > 128 or not msg_id.isalnum():
+        raise RequestError(Code.ILLEGAL_MESSAGE_ID, f"message id {msg_id!r} is illegal")
+    props: dict[str, str] = {}
+    size = 0
+    for k, v in m.user_properties.items():
+        if k in SYSTEM_PROPERTIES:
+            raise RequestError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"property {k!r} is reserved by the system")
+        names.check_property(k, v)
+        props[k] = v
+        size += len(k) + len(v)
+    if size > 16 * 1024:
+        raise RequestError(Code.MESSAGE_PROPERTIES_TOO_LARGE, "user properties exceed 16 KiB")
+    props["UNIQ_KEY"] = msg_id
+    tag = names.check_tag(sp.tag) if sp.tag else None
+    keys = [names.check_key(k) for k in sp.keys] or None
+    group = names.check_message_group(sp.message_group) if sp.HasField("message_group") else None
+    deliver = delivery_time_ms(sp)
+    mtype = sp.message_type
+    if mtype == pb.MessageType.FIFO and group is None:
+        raise RequestError(Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, "a FIFO message needs a message group")
+    if mtype == pb.MessageType.DELAY and deliver is None:
+        raise RequestError(Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, "a DELAY message needs a delivery timestamp")
+    if transactional and (group is not None or deliver is not None):
+        raise RequestError(Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+                           "a transactional message takes no message group or delivery timestamp")
+    if deliver is not None:
+        if deliver - now_ms() > max_delay_ms:
+            raise RequestError(Code.ILLEGAL_DELIVERY_TIME,
+                               f"delivery timestamp is more than {max_delay_ms // 1000} s ahead")
+        if deliver <= now_ms():
+            deliver = None          # due already: deliver now
+    if transactional and sp.HasField("orphaned_transaction_recovery_duration"):
+        props["CHECK_IMMUNITY_TIME_IN_SECONDS"] = str(max(sp.orphaned_transaction_recovery_duration.seconds, 0))
+    born = _ts_ms(sp.born_timestamp) if sp.HasField("born_timestamp") else now_ms()
+    return Message(topic, body, tags=tag, keys=keys, properties=props, deliver_time_ms=deliver,
+                   born_timestamp=born or now_ms(), born_host=born_host, message_group=group)
+
+
+def message_type_of(x) -> int:
+    """The protocol message type of a stored message."""
+    props = x.properties
+    if x.message_group or "__SHARDINGKEY" in props:
+        return pb.MessageType.FIFO
+    if "TRAN_MSG" in props or x.prepared_transaction_offset:
+        return pb.MessageType.TRANSACTION
+    if "TIMER_DELIVER_MS" in props or "DELAY" in props:
+        return pb.MessageType.DELAY
+    return pb.MessageType.NORMAL
+
+
+def to_pb_message(x, *, invisible_ms: Optional[int] = None, topic: Optional[str] = None) -> pb.Message:
+    """The protocol message of the stored message ``x`` (a pymq ``MessageExt``)."""
+    props = x.properties
+    out = pb.Message()
+    out.topic.name = topic or x.topic
+    body = bytes(x.body)
+    out.body = body
+    for k, v in props.items():
+        if k not in SYSTEM_PROPERTIES:
+            out.user_properties[k] = v
+    sp = out.system_properties
+    if x.tags:
+        sp.tag = x.tags
+    if x.keys:
+        sp.keys.extend(x.keys)
+    sp.message_id = props.get("UNIQ_KEY") or x.msg_id or ""
+    sp.body_digest.type = pb.DigestType.CRC32
+    sp.body_digest.checksum = format(zlib.crc32(body), "08X")
+    sp.body_encoding = pb.Encoding.IDENTITY
+    sp.message_type = message_type_of(x)
+    sp.born_timestamp.FromMilliseconds(x.born_timestamp)
+    sp.born_host = (x.born_host or "").rsplit(":", 1)[0]
+    sp.store_timestamp.FromMilliseconds(x.store_timestamp)
+    sp.store_host = x.store_host or ""
+    deliver = props.get("TIMER_DELIVER_MS")
+    if deliver and deliver.isdigit():
+        sp.delivery_timestamp.FromMilliseconds(int(deliver))
+    handle = x.receipt_handle
+    if handle:
+        sp.receipt_handle = handle
+    sp.queue_id = x.queue_id
+    sp.queue_offset = x.queue_offset
+    if invisible_ms is not None:
+        sp.invisible_duration.FromMilliseconds(invisible_ms)
+    sp.delivery_attempt = x.delivery_attempt or (x.reconsume_times + 1)
+    group = x.message_group or props.get("__SHARDINGKEY")
+    if group:
+        sp.message_group = group
+    return out

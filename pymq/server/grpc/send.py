@@ -1,0 +1,135 @@
+"""SendMessage: one message or a batch, normal, delayed, FIFO or transactional.
+
+The proxy picks the queue (a request names none): FIFO messages by a hash of their message
+group over the topic's write queues, so that one group always lands in one queue; others
+round-robin. A request of plain messages (no group, no delivery time, not transactional)
+is appended as one batch, into one queue, with a single ``put_messages``. A delivery
+timestamp becomes pymq's ``deliver_time_ms`` (the store's timer delivers it); a
+transactional message is stored as a half message, and its ``transaction_id`` in the
+receipt is what EndTransaction names.
+"""
+
+from __future__ import annotations
+
+import itertools
+import zlib
+
+from rocketmq.grpc_protocol import definition_pb2 as pb
+from rocketmq.grpc_protocol import service_pb2 as svc
+
+from pymq.status import PutMessageStatus
+
+from .convert import to_store_message
+from .status import Code, RequestError, ok, status, status_of
+from .topics import topic_for_send
+
+_PUT_CODES = {
+    PutMessageStatus.FLUSH_DISK_TIMEOUT: (Code.MASTER_PERSISTENCE_TIMEOUT, "flush to disk timed out"),
+    PutMessageStatus.FLUSH_SLAVE_TIMEOUT: (Code.SLAVE_PERSISTENCE_TIMEOUT, "slave flush timed out"),
+    PutMessageStatus.SLAVE_NOT_AVAILABLE: (Code.HA_NOT_AVAILABLE, "slave not available"),
+    PutMessageStatus.SERVICE_NOT_AVAILABLE: (Code.INTERNAL_SERVER_ERROR, "store not writeable (disk full or stopping)"),
+    PutMessageStatus.CREATE_MAPEDFILE_FAILED: (Code.INTERNAL_SERVER_ERROR, "could not create a commit-log file"),
+    PutMessageStatus.MESSAGE_ILLEGAL: (Code.BAD_REQUEST, "message illegal"),
+    PutMessageStatus.PROPERTIES_SIZE_EXCEEDED: (Code.MESSAGE_PROPERTIES_TOO_LARGE, "properties too large"),
+    PutMessageStatus.OS_PAGECACHE_BUSY: (Code.TOO_MANY_REQUESTS, "page cache busy"),
+    PutMessageStatus.WHEEL_TIMER_MSG_ILLEGAL: (Code.ILLEGAL_DELIVERY_TIME, "delivery time out of range"),
+}
+
+
+def put_status(result) -> pb.Status:
+    """The protocol status of a ``PutMessageResult``."""
+    st = result.status
+    if st == PutMessageStatus.PUT_OK:
+        return ok()
+    code, text = _PUT_CODES.get(st, (Code.INTERNAL_SERVER_ERROR, st.name))
+    detail = getattr(result, "error", None)
+    return status(code, f"{text}: {detail}" if detail else text)
+
+
+def java_string_hash(s: str) -> int:
+    """``Math.abs(String.hashCode())`` of ``s`` (over UTF-16 code units)."""
+    data = s.encode("utf-16-be")
+    h = 0
+    for i in range(0, len(data), 2):
+        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
+    return abs(h - 0x100000000 if h >= 0x80000000 else h)
+
+
+def combined_status(entries) -> pb.Status:
+    """OK when every entry is OK; the one code when all failed alike; else MULTIPLE_RESULTS."""
+    codes = {e.status.code for e in entries}
+    if codes == {Code.OK}:
+        return ok()
+    if len(entries) == 1:
+        return entries[0].status
+    return status(Code.MULTIPLE_RESULTS, "entries have different results")
+
+
+class SendActivity:
+    """Answers SendMessage for a :class:`~pymq.server.grpc.GrpcServer`."""
+
+    def __init__(self, server) -> None:
+        self.server = server
+        self._rr: dict[str, itertools.count] = {}
+
+    def _next_queue(self, topic: str, n: int) -> int:
+        c = self._rr.get(topic)
+        if c is None:
+            c = self._rr[topic] = itertools.count(zlib.crc32(topic.encode()) & 0xFF)
+        return next(c) % n
+
+    async def send_message(self, ctx, req: svc.SendMessageRequest) -> svc.SendMessageResponse:
+        server = self.server
+        broker = server.broker
+        if not req.messages:
+            raise RequestError(Code.BAD_REQUEST, "no message to send")
+        cfg = server.config
+        max_delay_ms = broker.config.timer_max_delay_sec * 1000
+        born_host = ctx.peer_host
+        resp = svc.SendMessageResponse()
+        converted = []
+        for m in req.messages:
+            tx = m.system_properties.message_type == pb.MessageType.TRANSACTION
+            msg = to_store_message(m, max_body_size=cfg.max_body_size, max_delay_ms=max_delay_ms,
+                                   born_host=born_host, transactional=tx)
+            converted.append((msg, tx))
+        topic = converted[0][0].topic
+        if any(msg.topic != topic for msg, _ in converted):
+            raise RequestError(Code.BAD_REQUEST, "a batch holds messages of one topic only")
+        view = await server.call(topic_for_send, broker, topic)
+        n = view.write_queue_nums
+        if n < 1:
+            raise RequestError(Code.FORBIDDEN, f"topic {topic!r} has no write queue")
+        plain = all(not tx and msg.message_group is None and msg.deliver_time_ms is None for msg, tx in converted)
+        if plain and len(converted) > 1:
+            qid = self._next_queue(topic, n)
+            msgs = [msg for msg, _ in converted]
+            for msg in msgs:
+                msg.queue_id = qid
+            result = await server.call(broker.put_messages, msgs)
+            st = put_status(result)
+            for i, msg in enumerate(msgs):
+                e = resp.entries.add(status=st, message_id=msg.properties["UNIQ_KEY"])
+                if st.code == Code.OK:
+                    e.offset = result.queue_offset + i
+        else:
+            for msg, tx in converted:
+                e = resp.entries.add(message_id=msg.properties["UNIQ_KEY"])
+                try:
+                    if msg.message_group is not None:
+                        msg.queue_id = java_string_hash(msg.message_group) % n
+                    else:
+                        msg.queue_id = self._next_queue(topic, n)
+                    if tx:
+                        result, transaction_id = await server.transactions.put_half(ctx, msg)
+                        e.transaction_id = transaction_id
+                    else:
+                        result = await server.call(broker.put_message, msg)
+                    e.status.CopyFrom(put_status(result))
+                    if e.status.code == Code.OK:
+                        e.offset = result.queue_offset
+                except Exception as exc:  # one entry's failure is its own
+                    e.status.CopyFrom(status_of(exc))
+        resp.status.CopyFrom(combined_status(resp.entries))
+        server.stats.sent += sum(1 for e in resp.entries if e.status.code == Code.OK)
+        return resp

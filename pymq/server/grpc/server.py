@@ -1,0 +1,161 @@
+"""``GrpcServer``: a :class:`pymq.Broker` behind RocketMQ 5's gRPC protocol (``grpc.aio``).
+
+One asyncio loop runs every call. Broker calls that return at once (appends under
+``ASYNC_FLUSH``, pops that find messages, acks) run on the loop itself, which is the fastest
+path for small calls; calls that may block (long polls waiting for messages, anything under
+``SYNC_FLUSH``) run on a thread pool. Stopping refuses new calls, lets in-flight ones finish
+(up to ``grace_s``), ends the Telemetry streams, and leaves the broker to its owner (``pymq
+serve`` shuts it down: store flushed, checkpoint written).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Optional
+
+import grpc
+from rocketmq.grpc_protocol import service_pb2_grpc as svc_grpc
+
+from pymq.broker.client_manager import ClientManager
+from pymq.broker.receipt_handle import InvalidReceiptHandleError, decode_receipt_handle
+
+from .auth import Authenticator
+from .consume import ConsumeActivity
+from .groups import GroupView
+from .route import RouteActivity
+from .send import SendActivity
+from .server_config import ServerConfig
+from .service import MessagingService
+from .telemetry import TelemetryActivity
+from .transactions import TransactionActivity
+
+log = logging.getLogger("pymq.server")
+
+HOUSEKEEPING_S = 5.0
+
+
+@dataclasses.dataclass
+class ServerStats:
+    """Counters for the status line."""
+
+    calls: int = 0
+    in_flight: int = 0
+    errors: int = 0
+    sent: int = 0
+    received: int = 0
+    acked: int = 0
+
+
+class GrpcServer:
+    """Serves ``broker`` (a started :class:`pymq.Broker`) as configured by ``config``."""
+
+    def __init__(self, broker, config: Optional[ServerConfig] = None) -> None:
+        self.broker = broker
+        self.config = config or ServerConfig()
+        cfg = self.config
+        self.authenticator = Authenticator({cfg.access_key: cfg.secret_key}) if cfg.access_key else None
+        clients = getattr(broker, "client_manager", None)
+        self.clients: ClientManager = clients if clients is not None else ClientManager(cfg.client_expire_ms)
+        self.executor = ThreadPoolExecutor(max_workers=cfg.max_workers, thread_name_prefix="pymq-grpc")
+        self.stats = ServerStats()
+        self.stopping = False
+        self.port = cfg.port
+        self._inline = not broker.config.sync_flush
+        self.groups = GroupView(broker)
+        self.route = RouteActivity(self)
+        self.send = SendActivity(self)
+        self.consume = ConsumeActivity(self)
+        self.telemetry = TelemetryActivity(self)
+        self.transactions = TransactionActivity(self)
+        self._server: Optional[grpc.aio.Server] = None
+        self._tasks: list[asyncio.Task] = []
+        self.started_at = time.monotonic()
+
+    async def call(self, fn, *args):
+        """``fn(*args)`` on the loop (``ASYNC_FLUSH``) or on the thread pool (``SYNC_FLUSH``)."""
+        if self._inline:
+            return fn(*args)
+        return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
+
+    def dead_letter(self, group: str, receipt_handle: str) -> None:
+        """Move the message of ``receipt_handle`` to ``%DLQ%{group}`` (the broker's send
+        back with a negative delay level) and ack it. Raises
+        :class:`InvalidReceiptHandleError` when the delivery is not current."""
+        broker = self.broker
+        h = decode_receipt_handle(receipt_handle)
+        found = broker.get_message(group, h.topic, h.queue_id, h.offset, 1)
+        if not found.messages or found.messages[0].queue_offset != h.offset:
+            raise InvalidReceiptHandleError(f"no message at {h.topic} queue {h.queue_id} offset {h.offset}")
+        msg = found.messages[0]
+        msg.properties.pop("POP_CK", None)
+        # dead-letter first, then ack: a crash between leaves a copy in both, never in neither
+        broker.send_message_back(group, msg, -1)
+        broker.pop_service.ack_message(receipt_handle)
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    async def start(self) -> int:
+        """Bind and start serving; returns the port (useful with port 0)."""
+        cfg = self.config
+        options = [
+            ("grpc.max_receive_message_length", 130 * 1024 * 1024),
+            ("grpc.max_send_message_length", -1),
+            ("grpc.so_reuseport", 0),
+            ("grpc.keepalive_permit_without_calls", 1),
+            ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
+        ]
+        server = grpc.aio.server(options=options, maximum_concurrent_rpcs=None)
+        svc_grpc.add_MessagingServiceServicer_to_server(MessagingService(self), server)
+        address = f"[{cfg.host}]:{cfg.port}" if ":" in cfg.host else f"{cfg.host}:{cfg.port}"
+        if cfg.tls_cert:
+            with open(cfg.tls_key, "rb") as f:
+                key = f.read()
+            with open(cfg.tls_cert, "rb") as f:
+                cert = f.read()
+            self.port = server.add_secure_port(address, grpc.ssl_server_credentials([(key, cert)]))
+        else:
+            self.port = server.add_insecure_port(address)
+        if not self.port:
+            raise OSError(f"cannot listen on {address}")
+        await server.start()
+        self._server = server
+        self.transactions.start()
+        self._tasks.append(asyncio.ensure_future(self._housekeeping()))
+        return self.port
+
+    async def _housekeeping(self) -> None:
+        while not self.stopping:
+            await asyncio.sleep(HOUSEKEEPING_S)
+            for info in self.clients.scan_expired():
+                log.info("client %s (%s) expired", info.client_id, info.client_type)
+                if info.channel is not None:
+                    info.channel.close()
+
+    async def stop(self, grace: Optional[float] = None) -> None:
+        """Stop accepting calls, let in-flight ones finish (``grace`` seconds at most), end
+        the Telemetry streams."""
+        if self._server is None or self.stopping:
+            return
+        self.stopping = True
+        for t in self._tasks:
+            t.cancel()
+        self.transactions.stop()
+        for info in self.clients.clients():
+            if info.channel is not None:
+                info.channel.close()
+        await self._server.stop(self.config.grace_s if grace is None else grace)
+        self.executor.shutdown(wait=True, cancel_futures=True)
+
+    async def wait_for_termination(self) -> None:
+        await self._server.wait_for_termination()
+
+    def status_line(self) -> str:
+        """One line: uptime, clients by type, calls, messages sent / received / acked."""
+        s = self.stats
+        clients = " ".join(f"{k.lower()}={v}" for k, v in sorted(self.clients.counts().items())) or "none"
+        return (f"up {time.monotonic() - self.started_at:.0f}s clients[{clients}] calls={s.calls} "
+                f"in_flight={s.in_flight} errors={s.errors} sent={s.sent} received={s.received} acked={s.acked}")

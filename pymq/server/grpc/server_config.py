@@ -1,0 +1,65 @@
+"""``ServerConfig``: what ``pymq serve`` listens on and how it treats clients.
+
+Defaults follow the RocketMQ 5 proxy (``ProxyConfig``) where one applies; times are in
+milliseconds as there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+from pymq.errors import PymqError
+
+
+@dataclasses.dataclass
+class ServerConfig:
+    """Listening address, credentials, TLS files and client-facing limits of a
+    :class:`~pymq.server.grpc.GrpcServer`."""
+
+    host: str = "127.0.0.1"             # bind address; 127.0.0.1 unless asked otherwise
+    port: int = 8081                    # the proxy's gRPC port
+    advertised_host: Optional[str] = None  # the address routes name; default: host, or
+                                        # 127.0.0.1 when bound to every interface
+    access_key: Optional[str] = None    # with secret_key: every call must be signed
+    secret_key: Optional[str] = None
+    tls_cert: Optional[str] = None      # PEM files: serve TLS instead of plaintext
+    tls_key: Optional[str] = None
+
+    max_body_size: int = 4 * 1024 * 1024         # maxMessageSize
+    min_long_polling_ms: int = 5_000             # grpcClientConsumerMinLongPollingTimeoutMillis
+    max_long_polling_ms: int = 20_000            # grpcClientConsumerMaxLongPollingTimeoutMillis
+    receive_batch_size: int = 32                 # grpcClientConsumerLongPollingBatchSize
+    min_invisible_ms: int = 1_000                # below this a receive is refused
+    auto_renew_invisible_ms: int = 60_000        # a push consumer's invisible time (auto_renew)
+    max_receive_batch: int = 1024
+    client_expire_ms: int = 120_000              # a client silent this long is dropped
+    producer_max_attempts: int = 3               # producers' backoff policy
+    producer_backoff_initial_ms: int = 10
+    producer_backoff_max_ms: int = 1_000
+    producer_backoff_multiplier: float = 2.0
+    grace_s: float = 10.0                        # SIGTERM: how long in-flight calls may finish
+    max_workers: int = 64                        # threads for blocking broker calls (long polls)
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise :class:`PymqError` when a value cannot work."""
+        if not 0 <= self.port <= 65535:
+            raise PymqError(f"port must be in 0..65535, not {self.port}")
+        if bool(self.access_key) != bool(self.secret_key):
+            raise PymqError("access_key and secret_key go together")
+        if bool(self.tls_cert) != bool(self.tls_key):
+            raise PymqError("tls_cert and tls_key go together")
+        if self.min_long_polling_ms > self.max_long_polling_ms:
+            raise PymqError("min_long_polling_ms must not exceed max_long_polling_ms")
+
+    @property
+    def route_host(self) -> str:
+        """The host that routes send clients back to."""
+        if self.advertised_host:
+            return self.advertised_host
+        if self.host in ("0.0.0.0", "::", ""):
+            return "127.0.0.1"
+        return self.host

@@ -1,0 +1,134 @@
+"""``MessagingService``: the gRPC servicer; each call is checked (credentials, client id)
+and handed to the activity that translates it. Errors become the protocol's status in the
+response, never a broken call: the clients read ``status.code``.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from rocketmq.grpc_protocol import service_pb2 as svc
+from rocketmq.grpc_protocol import service_pb2_grpc as svc_grpc
+
+from .context import make_context
+from .status import Code, RequestError, ok, status, status_of
+
+log = logging.getLogger("pymq.server")
+
+
+class MessagingService(svc_grpc.MessagingServiceServicer):
+    """``apache.rocketmq.v2.MessagingService`` over a :class:`~pymq.server.grpc.GrpcServer`."""
+
+    def __init__(self, server) -> None:
+        self.server = server
+
+    async def _unary(self, request, context, response_type, handler):
+        server = self.server
+        server.stats.calls += 1
+        server.stats.in_flight += 1
+        try:
+            ctx = make_context(context, server.authenticator)
+            return await handler(ctx, request)
+        except Exception as exc:
+            if not isinstance(exc, RequestError):
+                log.exception("%s failed", response_type.DESCRIPTOR.name)
+            server.stats.errors += 1
+            return response_type(status=status_of(exc))
+        finally:
+            server.stats.in_flight -= 1
+
+    # -- routes and clients --------------------------------------------------------------
+
+    async def QueryRoute(self, request, context):
+        return await self._unary(request, context, svc.QueryRouteResponse, self.server.route.query_route)
+
+    async def QueryAssignment(self, request, context):
+        return await self._unary(request, context, svc.QueryAssignmentResponse, self.server.route.query_assignment)
+
+    async def Heartbeat(self, request, context):
+        return await self._unary(request, context, svc.HeartbeatResponse, self._heartbeat)
+
+    async def _heartbeat(self, ctx, req):
+        ctx.require_client_id()
+        group = req.group.name if req.HasField("group") and req.group.name else None
+        if group:
+            self.server.groups.ensure(group)
+        from .telemetry import CLIENT_TYPE_NAMES
+        self.server.clients.register(ctx.client_id, CLIENT_TYPE_NAMES.get(req.client_type, ""), group)
+        return svc.HeartbeatResponse(status=ok())
+
+    async def NotifyClientTermination(self, request, context):
+        return await self._unary(request, context, svc.NotifyClientTerminationResponse, self._terminate)
+
+    async def _terminate(self, ctx, req):
+        ctx.require_client_id()
+        info = self.server.clients.unregister(ctx.client_id)
+        if info is not None and info.channel is not None:
+            info.channel.close()
+        return svc.NotifyClientTerminationResponse(status=ok())
+
+    async def Telemetry(self, request_iterator, context):
+        self.server.stats.calls += 1
+        try:
+            ctx = make_context(context, self.server.authenticator)
+        except RequestError as exc:
+            yield svc.TelemetryCommand(status=status_of(exc))
+            return
+        async for cmd in self.server.telemetry.telemetry(ctx, request_iterator):
+            yield cmd
+
+    # -- producing -----------------------------------------------------------------------
+
+    async def SendMessage(self, request, context):
+        return await self._unary(request, context, svc.SendMessageResponse, self.server.send.send_message)
+
+    async def EndTransaction(self, request, context):
+        return await self._unary(request, context, svc.EndTransactionResponse, self.server.transactions.end_transaction)
+
+    async def RecallMessage(self, request, context):
+        return svc.RecallMessageResponse(status=status(Code.UNSUPPORTED, "RecallMessage is not supported by pymq"))
+
+    # -- consuming -----------------------------------------------------------------------
+
+    async def ReceiveMessage(self, request, context):
+        server = self.server
+        server.stats.calls += 1
+        server.stats.in_flight += 1
+        try:
+            try:
+                ctx = make_context(context, server.authenticator)
+            except RequestError as exc:
+                yield svc.ReceiveMessageResponse(status=status_of(exc))
+                return
+            async for item in server.consume.receive_message(ctx, request):
+                yield item
+        finally:
+            server.stats.in_flight -= 1
+
+    async def AckMessage(self, request, context):
+        return await self._unary(request, context, svc.AckMessageResponse, self.server.consume.ack_message)
+
+    async def ChangeInvisibleDuration(self, request, context):
+        return await self._unary(request, context, svc.ChangeInvisibleDurationResponse,
+                                 self.server.consume.change_invisible_duration)
+
+    async def ForwardMessageToDeadLetterQueue(self, request, context):
+        return await self._unary(request, context, svc.ForwardMessageToDeadLetterQueueResponse,
+                                 self.server.consume.forward_to_dlq)
+
+    # -- pull-style calls: not used by the official clients' Producer/SimpleConsumer/PushConsumer
+
+    async def PullMessage(self, request, context):
+        yield svc.PullMessageResponse(status=status(Code.UNSUPPORTED, "PullMessage is not supported by pymq"))
+
+    async def UpdateOffset(self, request, context):
+        return svc.UpdateOffsetResponse(status=status(Code.UNSUPPORTED, "UpdateOffset is not supported by pymq"))
+
+    async def GetOffset(self, request, context):
+        return svc.GetOffsetResponse(status=status(Code.UNSUPPORTED, "GetOffset is not supported by pymq"))
+
+    async def QueryOffset(self, request, context):
+        return svc.QueryOffsetResponse(status=status(Code.UNSUPPORTED, "QueryOffset is not supported by pymq"))
+
+    async def SyncLiteSubscription(self, request, context):
+        return svc.SyncLiteSubscriptionResponse(status=status(Code.UNSUPPORTED, "lite topics are not supported"))

@@ -1,0 +1,56 @@
+"""The topic facts the protocol needs (queue numbers, permission), from the broker's
+``TopicConfigManager``.
+
+A topic the broker does not know is described with the broker's default queue number when
+``auto_create_topic_enable`` is on (so that a producer can route its first send, which then
+creates it), and is ``TOPIC_NOT_FOUND`` otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from .status import Code, RequestError
+
+PERM_READ = 4
+PERM_WRITE = 2
+
+
+class TopicView(NamedTuple):
+    """Queue numbers and permission bits of a topic; ``exists`` is False for a topic that
+    a send would auto-create."""
+
+    name: str
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int
+    exists: bool
+
+
+def _from_config(name: str, cfg) -> TopicView:
+    return TopicView(name, int(cfg.read_queue_nums), int(cfg.write_queue_nums), int(cfg.perm), True)
+
+
+def find_topic(broker, topic: str) -> TopicView:
+    """The view of ``topic``; raises TOPIC_NOT_FOUND when it does not exist and would not
+    be auto-created."""
+    cfg = broker.topic_config_manager.select_topic_config(topic)
+    if cfg is not None:
+        return _from_config(topic, cfg)
+    bc = broker.broker_config
+    if not bc.auto_create_topic_enable:
+        raise RequestError(Code.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist")
+    n = bc.default_topic_queue_nums
+    return TopicView(topic, n, n, PERM_READ | PERM_WRITE, False)
+
+
+def topic_for_send(broker, topic: str) -> TopicView:
+    """The view of ``topic`` for a send, creating it (persisted in ``config/topics.json``)
+    when it is new and auto-creation is on."""
+    view = find_topic(broker, topic)
+    if view.exists:
+        if not view.perm & PERM_WRITE:
+            raise RequestError(Code.FORBIDDEN, f"topic {topic!r} is not writeable")
+        return view
+    cfg = broker.topic_config_manager.create_topic_in_send_message_method(topic)
+    return _from_config(topic, cfg) if cfg is not None else view._replace(exists=True)

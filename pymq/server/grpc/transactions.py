@@ -1,0 +1,78 @@
+"""Transactional messages over the protocol: half messages, EndTransaction, and the
+broker's checks of orphaned halves routed to a producer through its Telemetry stream.
+
+A transactional send is stored as a half message (invisible until committed); the receipt's
+``transaction_id`` names it. EndTransaction commits or rolls it back. When the broker's
+transaction check finds a half left open past its timeout, it asks the checker registered
+here: the check goes to a producer publishing the half's topic as a
+``RecoverOrphanedTransactionCommand``, and that producer's ``TransactionChecker`` answers
+with an EndTransaction (source ``SOURCE_SERVER_CHECK``); until then the half stays open and
+is checked again at the next interval.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from rocketmq.grpc_protocol import definition_pb2 as pb
+from rocketmq.grpc_protocol import service_pb2 as svc
+
+from . import names
+from .convert import to_pb_message
+from .status import Code, RequestError, ok
+
+log = logging.getLogger("pymq.server")
+
+
+class TransactionActivity:
+    """Half messages, EndTransaction and orphan recovery for a
+    :class:`~pymq.server.grpc.GrpcServer`."""
+
+    def __init__(self, server) -> None:
+        self.server = server
+
+    def start(self) -> None:
+        """Route the broker's transaction checks to producers."""
+        self.server.broker.set_transaction_checker(self.check)
+
+    def stop(self) -> None:
+        try:
+            self.server.broker.set_transaction_checker(None)
+        except Exception:
+            pass
+
+    async def put_half(self, ctx, msg):
+        """Store ``msg`` as a half message; returns (put result, transaction id)."""
+        result = await self.server.call(self.server.broker.put_half_message, msg, msg.topic)
+        return result, result.msg_id or ""
+
+    async def end_transaction(self, ctx, req: svc.EndTransactionRequest) -> svc.EndTransactionResponse:
+        names.check_topic(req.topic.name)
+        if not req.transaction_id:
+            raise RequestError(Code.INVALID_TRANSACTION_ID, "transaction id is required")
+        if req.resolution == pb.TransactionResolution.COMMIT:
+            commit = True
+        elif req.resolution == pb.TransactionResolution.ROLLBACK:
+            commit = False
+        else:
+            return svc.EndTransactionResponse(status=ok())   # unknown: stays open, checked later
+        try:
+            await self.server.call(self.server.broker.end_transaction, req.transaction_id, commit)
+        except (ValueError, KeyError, LookupError) as e:
+            raise RequestError(Code.INVALID_TRANSACTION_ID, str(e)) from None
+        return svc.EndTransactionResponse(status=ok())
+
+    def check(self, msg):
+        """The broker's checker (called on its checking thread): send the check to a
+        producer of the half's topic; the answer arrives as EndTransaction. Returns None
+        (unknown for now)."""
+        topic = msg.properties.get("REAL_TOPIC") or msg.topic
+        info = self.server.clients.producer_for_topic(topic)
+        if info is None or info.channel is None:
+            log.info("no producer of %s connected to check a half message", topic)
+            return None
+        cmd = svc.TelemetryCommand()
+        cmd.recover_orphaned_transaction_command.message.CopyFrom(to_pb_message(msg, topic=topic))
+        cmd.recover_orphaned_transaction_command.transaction_id = msg.msg_id or ""
+        info.channel.push(cmd)
+        return None
