@@ -228,16 +228,19 @@ def dead_letter_expired(svc, key: tuple, s: QueuePopState, now: int, max_rt: int
     return n, last_put
 
 
-def dead_letter(svc, key: tuple, s: QueuePopState, offset: int, e: PopEntry, m):
+def dead_letter(svc, key: tuple, s: QueuePopState, offset: int, e: PopEntry, m, retry: bool = True):
     """Move a message that used up its retries to ``%DLQ%{group}``, then record it done
     (an ``ack`` record with ``"r": "dlq"``). Returns that record's put result, or None
-    when the dead-letter put failed (the entry then stays expired, tried again later)."""
+    when the dead-letter put failed (with ``retry``, the entry then stays expired and is
+    tried again later; without, the error propagates)."""
     group = key[0]
     m.reconsume_times = e.reconsume_times
     m.properties.pop(POP_CK, None)
     try:
         put_dead_letter(svc.broker, group, m)
     except Exception:
+        if not retry:
+            raise
         log.exception("pop: dead-lettering %s queue %d offset %d for %s failed; retried later",
                       key[1], key[2], offset, group)
         s.set_ready([offset])

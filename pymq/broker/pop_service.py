@@ -303,6 +303,22 @@ class PopMessageService:
         self.revive_log.wait_durable(put)
         return encode_receipt_handle(h.group, h.topic, h.queue_id, h.offset, new_id)
 
+    def forward_to_dead_letter(self, receipt_handle: str) -> None:
+        """Move a popped message to ``%DLQ%{group}`` now and ack it (5.x
+        ``ForwardMessageToDeadLetterQueue``), with the ``reconsume_times`` of its current
+        delivery. Raises :class:`InvalidReceiptHandleError` when the delivery is not
+        current (nothing is dead-lettered then)."""
+        from .pop_queue import dead_letter, read_one
+        with self._lock:
+            h, s, entry = self._current(receipt_handle)
+            m = read_one(self.broker, h.topic, h.queue_id, h.offset)
+            if m is None:
+                raise InvalidReceiptHandleError(f"no message at {h.topic} queue {h.queue_id} offset {h.offset}")
+            put = dead_letter(self, (h.group, h.topic, h.queue_id), s, h.offset, entry, m, retry=False)
+            if entry.message_group is not None and s.waiting:
+                self.wake(h.topic, h.queue_id)
+        self.revive_log.wait_durable(put)
+
     def forget_topic(self, topic: str) -> None:
         """Drop every group's pop state of ``topic`` (call after the topic was deleted:
         a topic created again under its name starts at offset 0)."""

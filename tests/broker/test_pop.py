@@ -136,6 +136,23 @@ def test_dead_letter_after_retry_max_times(tmp_path, clock):
         b.shutdown()
 
 
+def test_forward_to_dead_letter(broker, clock):
+    fill(broker, 2)
+    ms = broker.pop_message("g", "T", 2, 1000).messages
+    clock.advance(1000)
+    again = broker.pop_message("g", "T", 1, 1000).messages
+    with pytest.raises(InvalidReceiptHandleError):
+        broker.pop_service.forward_to_dead_letter(ms[0].receipt_handle)     # stale: nothing moved
+    broker.pop_service.forward_to_dead_letter(again[0].receipt_handle)
+    assert lib.dlq_bodies(broker, "g") == [again[0].body]
+    dlq = broker.get_message("x", "%DLQ%g", 0, 0, 1).messages[0]
+    assert dlq.reconsume_times == 2                       # its delivery's (1) + 1
+    with pytest.raises(InvalidReceiptHandleError):
+        broker.ack_message(again[0].receipt_handle)
+    clock.advance(1000)
+    assert [m.body for m in broker.pop_message("g", "T", 5, 1000).messages] == [ms[1].body]
+
+
 def test_revive_service_dead_letters_without_pops(tmp_path, clock):
     b = lib.open_broker(tmp_path / "b", clock, max_reconsume_times=0)
     try:
