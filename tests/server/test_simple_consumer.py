@@ -1,0 +1,105 @@
+"""SimpleConsumer (official RocketMQ 5 Python client) against ``pymq serve``: receive, ack,
+change invisible duration, redelivery after the invisible time, dead letter after the
+group's retry limit, long polling."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from .conftest import make_message, receive_all
+
+
+def test_receive_ack_each_message_once(server, producer_factory, simple_consumer_factory):
+    p = producer_factory(["SimpleTopic"])
+    sent = {p.send(make_message("SimpleTopic", f"m{i}".encode(), tag="T", props={"n": str(i)})).message_id
+            for i in range(50)}
+    c = simple_consumer_factory("g-simple", "SimpleTopic")
+    got = receive_all(c, 50)
+    assert {m.message_id for m in got} == sent
+    m = got[0]
+    assert m.tag == "T" and m.properties["n"] == m.body.decode()[1:]
+    assert m.delivery_attempt == 1 and not m.corrupted
+    # all acked: nothing comes back, even after the invisible time
+    assert c.receive(32, 30) == []
+
+
+def test_long_polling_wakes_on_arrival(server, producer_factory, simple_consumer_factory):
+    import threading
+    c = simple_consumer_factory("g-poll", "PollTopic", await_duration=10)
+    p = producer_factory(["PollTopic"])
+    assert c.receive(1, 10) == [] or True
+    timer = threading.Timer(1.0, lambda: p.send(make_message("PollTopic", b"wake")))
+    timer.start()
+    t0 = time.monotonic()
+    msgs = c.receive(1, 10)
+    took = time.monotonic() - t0
+    timer.join()
+    assert [m.body for m in msgs] == [b"wake"]
+    assert took < 5, took       # woken by the arrival, not by the 10 s timeout
+
+
+def test_empty_receive_waits_the_await_duration(server, simple_consumer_factory):
+    c = simple_consumer_factory("g-empty", "EmptyTopic", await_duration=5)
+    t0 = time.monotonic()
+    assert c.receive(4, 10) == []
+    assert 4.5 <= time.monotonic() - t0 < 9     # at least the proxy's minimum polling time
+
+
+def test_unacked_message_redelivered_after_invisible_time(server, producer_factory, simple_consumer_factory):
+    p = producer_factory(["RedeliverTopic"])
+    mid = p.send(make_message("RedeliverTopic", b"again")).message_id
+    c = simple_consumer_factory("g-redeliver", "RedeliverTopic")
+    first = receive_all(c, 1, invisible=2, ack=False)
+    assert first[0].message_id == mid and first[0].delivery_attempt == 1
+    t0 = time.monotonic()
+    second = receive_all(c, 1, invisible=30, ack=False, timeout=15)
+    assert time.monotonic() - t0 >= 1.0
+    assert second[0].message_id == mid and second[0].delivery_attempt == 2
+    # the first delivery's handle is stale now: the client's ack with it is refused
+    from rocketmq.v5.exception import BadRequestException
+    with pytest.raises(BadRequestException):
+        c.ack(first[0])
+    c.ack(second[0])
+
+
+def test_change_invisible_duration(server, producer_factory, simple_consumer_factory):
+    p = producer_factory(["ChangeTopic"])
+    p.send(make_message("ChangeTopic", b"hold"))
+    c = simple_consumer_factory("g-change", "ChangeTopic")
+    m = receive_all(c, 1, invisible=2, ack=False)[0]
+    old = m.receipt_handle
+    c.change_invisible_duration(m, 20)       # hide it longer than the first 2 s
+    assert m.receipt_handle != old
+    time.sleep(2.5)
+    assert c.receive(1, 30) == []            # still invisible past the first deadline
+    c.ack(m)                                 # the new handle acks it
+
+
+def test_dead_letter_after_retry_limit(server_factory, tmp_path):
+    from rocketmq import ClientConfiguration, Credentials, FilterExpression, Producer, SimpleConsumer
+    srv = server_factory(groups={"g-dlq": {"retryMaxTimes": 1}})
+    cfg = ClientConfiguration(srv.endpoint, Credentials(), request_timeout=5)
+    p = Producer(cfg, ("DlqTopic",))
+    p.startup()
+    c = SimpleConsumer(cfg, "g-dlq", {"DlqTopic": FilterExpression("*")}, 2)
+    c.startup()
+    try:
+        mid = p.send(make_message("DlqTopic", b"poison")).message_id
+        attempts = []
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(attempts) < 3:
+            for m in c.receive(1, 1):
+                attempts.append(m.delivery_attempt)      # never acked
+        assert attempts == [1, 2], attempts              # 1 retry, then no more deliveries
+    finally:
+        c.shutdown()
+        p.shutdown()
+    out = subprocess.run([sys.executable, "-m", "pymq", "--store", srv.store, "print-msg", "-t", "%DLQ%g-dlq",
+                          "--json"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert mid in out.stdout and "poison" in out.stdout
