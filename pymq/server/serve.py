@@ -38,6 +38,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="refuse unknown consumer groups (CONSUMER_GROUP_NOT_FOUND)")
     parser.add_argument("--flush", choices=("async", "sync"), default="async",
                         help="acknowledge sends after the page-cache write (async) or after fsync (sync)")
+    parser.add_argument("--transaction-timeout", type=int, default=6_000, metavar="MS",
+                        help="a half message this old is checked with its producer (default 6000)")
+    parser.add_argument("--transaction-check-interval", type=int, default=60_000, metavar="MS",
+                        help="how often open half messages are looked at (default 60000)")
     parser.add_argument("--grace", type=float, default=10.0, metavar="S",
                         help="on SIGTERM, how long in-flight calls may finish (default 10)")
 
@@ -84,7 +88,9 @@ def run(args: argparse.Namespace) -> int:
     store_config = config_for_store(args.store) if os.path.isdir(args.store) else StoreConfig()
     store_config.flush_disk_type = "SYNC_FLUSH" if args.flush == "sync" else "ASYNC_FLUSH"
     broker_config = BrokerConfig(auto_create_topic_enable=not args.no_auto_create_topic,
-                                 auto_create_subscription_group=not args.no_auto_create_group)
+                                 auto_create_subscription_group=not args.no_auto_create_group,
+                                 transaction_timeout=args.transaction_timeout,
+                                 transaction_check_interval=args.transaction_check_interval)
     broker = Broker(args.store, store_config, broker_config)
     try:
         broker.start()
