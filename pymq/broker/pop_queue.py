@@ -18,8 +18,8 @@ from __future__ import annotations
 import logging
 from typing import Optional
 
-from pymq._core.message import Message
-from pymq.status import GetMessageStatus
+from pymq.errors import StoreStateError
+from pymq.status import GetMessageStatus, PutMessageStatus
 
 from .pop_state import PopEntry, QueuePopState
 from .receipt_handle import encode_receipt_handle
@@ -253,14 +253,10 @@ def dead_letter(svc, key: tuple, s: QueuePopState, offset: int, e: PopEntry, m, 
 
 
 def put_dead_letter(broker, group: str, m) -> None:
-    """Put ``m`` (its ``reconsume_times`` the last delivery's) to ``%DLQ%{group}``."""
-    # TODO(retry helper): use SendMessageBackService's DLQ path once it exists
-    props = dict(m.properties)
-    props.pop(POP_CK, None)
-    props.setdefault("RETRY_TOPIC", m.topic)
-    props.setdefault("ORIGIN_MESSAGE_ID", m.uniq_key or m.msg_id)
-    dlq = Message("%DLQ%" + group, m.body, properties=props, flag=m.flag, born_timestamp=m.born_timestamp,
-                  born_host=m.born_host, reconsume_times=m.reconsume_times + 1)
-    r = broker.put_message(dlq)
-    if r.status.name not in ("PUT_OK", "FLUSH_DISK_TIMEOUT"):
-        raise RuntimeError(f"dead-letter put failed: {r.status.name}")
+    """Put ``m`` (its ``reconsume_times`` the last delivery's) to ``%DLQ%{group}`` through
+    the broker's send-back service (which creates the write-only DLQ topic, keeps the
+    properties, sets ``RETRY_TOPIC`` / ``ORIGIN_MESSAGE_ID`` and adds 1 to
+    ``reconsume_times``); raises when the put fails."""
+    r = broker.send_back_service.dead_letter(group, m)
+    if r.status is not PutMessageStatus.PUT_OK and r.status is not PutMessageStatus.FLUSH_DISK_TIMEOUT:
+        raise StoreStateError(f"dead-letter put to %DLQ%{group} failed: {r.status.name}")
