@@ -4,7 +4,7 @@ backoff."""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 from .status import Code, RequestError
 
@@ -16,11 +16,33 @@ DEFAULT_RETRY_DELAYS_MS = (1_000, 5_000, 10_000, 30_000, 60_000, 120_000, 180_00
 
 
 class GroupSettings(NamedTuple):
-    """What a consumer of a group is told in its settings."""
+    """What a consumer of a group is told in its settings: FIFO flag, retry limit, and the
+    backoff: ``retry_delays_ms`` (customized) or ``exponential`` = (initial ms, max ms,
+    multiplier) when the group's retry policy is EXPONENTIAL."""
 
     fifo: bool
     retry_max_times: int
     retry_delays_ms: tuple
+    exponential: Optional[tuple] = None
+
+
+def _policy(doc) -> tuple[tuple, Optional[tuple]]:
+    """(customized delays, exponential) of a 5.x ``groupRetryPolicy`` document."""
+    delays, exponential = DEFAULT_RETRY_DELAYS_MS, None
+    if not isinstance(doc, dict):
+        return delays, exponential
+    try:
+        if str(doc.get("type", "")).upper() == "EXPONENTIAL":
+            e = doc.get("exponentialRetryPolicy") or {}
+            exponential = (int(e.get("initial", 5_000)), int(e.get("max", 7_200_000)),
+                           float(e.get("multiplier", 2)))
+        else:
+            nxt = (doc.get("customizedRetryPolicy") or {}).get("next")
+            if nxt:
+                delays = tuple(int(x) for x in nxt)
+    except (TypeError, ValueError, AttributeError):
+        pass
+    return delays, exponential
 
 
 class GroupView:
@@ -49,10 +71,5 @@ class GroupView:
         bc = self.broker.broker_config
         if cfg is None:
             return GroupSettings(False, bc.max_reconsume_times, DEFAULT_RETRY_DELAYS_MS)
-        delays = DEFAULT_RETRY_DELAYS_MS
-        policy = getattr(cfg, "group_retry_policy", None)
-        custom = getattr(policy, "next", None) if policy is not None else None
-        if custom:
-            delays = tuple(int(x) for x in custom)
-        return GroupSettings(bool(getattr(cfg, "consume_message_orderly", False)),
-                             int(getattr(cfg, "retry_max_times", bc.max_reconsume_times)), delays)
+        delays, exponential = _policy(getattr(cfg, "group_retry_policy", None))
+        return GroupSettings(bool(cfg.consume_message_orderly), int(cfg.retry_max_times), delays, exponential)

@@ -77,8 +77,13 @@ class TelemetryActivity:
             bp = out.backoff_policy
             bp.Clear()
             bp.max_attempts = g.retry_max_times + 1
-            for ms in g.retry_delays_ms:
-                bp.customized_backoff.next.add().FromMilliseconds(ms)
+            if g.exponential is not None:
+                bp.exponential_backoff.initial.FromMilliseconds(g.exponential[0])
+                bp.exponential_backoff.max.FromMilliseconds(g.exponential[1])
+                bp.exponential_backoff.multiplier = g.exponential[2]
+            else:
+                for ms in g.retry_delays_ms:
+                    bp.customized_backoff.next.add().FromMilliseconds(ms)
         return out
 
     def _register(self, ctx, settings: pb.Settings, channel: TelemetryChannel) -> None:
