@@ -13,7 +13,14 @@ from .conftest import make_message, receive_all
 
 @pytest.fixture
 def tx_server(server_factory):
+    """Halves are checked 1 s after they were stored."""
     return server_factory("--transaction-timeout", "1000", "--transaction-check-interval", "500")
+
+
+@pytest.fixture
+def slow_check_server(server_factory):
+    """Halves are checked only after 60 s: the test's own commit / rollback decide."""
+    return server_factory("--transaction-timeout", "60000", "--transaction-check-interval", "500")
 
 
 def _clients(srv):
@@ -38,8 +45,8 @@ def _clients(srv):
     return p, c, checker
 
 
-def test_commit_and_rollback(tx_server):
-    p, c, _ = _clients(tx_server)
+def test_commit_and_rollback(slow_check_server):
+    p, c, checker = _clients(slow_check_server)
     try:
         t1 = p.begin_transaction()
         r1 = p.send(make_message("TxTopic", b"committed"), t1)
@@ -52,8 +59,8 @@ def test_commit_and_rollback(tx_server):
         got = receive_all(c, 1, timeout=15)
         assert [m.body for m in got] == [b"committed"]
         assert got[0].message_id == r1.message_id
-        time.sleep(2.5)                            # past the check: the rolled-back one never shows
-        assert c.receive(8, 10) == []
+        assert c.receive(8, 10) == []              # the rolled-back one never shows
+        assert checker.checked == []
     finally:
         c.shutdown()
         p.shutdown()

@@ -17,6 +17,8 @@ import logging
 from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as svc
 
+from pymq.broker.transaction import TransactionError
+
 from . import names
 from .convert import to_pb_message
 from .status import Code, RequestError, ok
@@ -57,8 +59,9 @@ class TransactionActivity:
         else:
             return svc.EndTransactionResponse(status=ok())   # unknown: stays open, checked later
         try:
+            # False: resolved already (by an earlier call or the check) -- answered OK, as retries may repeat it
             await self.server.call(self.server.broker.end_transaction, req.transaction_id, commit)
-        except (ValueError, KeyError, LookupError) as e:
+        except (TransactionError, ValueError, TypeError) as e:
             raise RequestError(Code.INVALID_TRANSACTION_ID, str(e)) from None
         return svc.EndTransactionResponse(status=ok())
 
