@@ -25,6 +25,8 @@ from pymq.errors import (
 from pymq.consumer import Consumer
 from pymq.simple_consumer import SimpleConsumer
 from pymq.message_store import MessageStore
+from pymq.broker import Broker, BrokerConfig
+from pymq.broker.transaction import TransactionResolution
 from pymq.results import GetMessageResult
 from pymq.status import AppendMessageStatus, BoundaryType, FlushDiskType, GetMessageStatus, PutMessageStatus
 
@@ -32,6 +34,8 @@ __all__ = [
     "__version__",
     "AppendMessageStatus",
     "BoundaryType",
+    "Broker",
+    "BrokerConfig",
     "Consumer",
     "CorruptRecordError",
     "CorruptStoreError",
@@ -50,4 +54,5 @@ __all__ = [
     "StoreConfig",
     "StoreLockedError",
     "StoreStateError",
+    "TransactionResolution",
 ]

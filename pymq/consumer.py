@@ -23,12 +23,22 @@ _RESET = (GetMessageStatus.OFFSET_TOO_SMALL, GetMessageStatus.OFFSET_OVERFLOW_BA
           GetMessageStatus.MESSAGE_WAS_REMOVING)
 
 
+RETRY_PREFIX = "%RETRY%"
+PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
+
+
 class Consumer:
     """Consume ``topic`` as ``group``, optionally only messages whose tag matches ``tags``.
 
     ``poll(timeout_s)`` returns the next messages of all queues (possibly none after
     ``timeout_s``); iterating the consumer yields messages forever. ``commit()`` records the
     positions reached so far; ``positions`` shows them.
+
+    On a :class:`pymq.Broker` the consumer also reads its group's retry topic
+    (``%RETRY%{group}``, RocketMQ's clustering consumers subscribe it with ``*``): a
+    message handed back with ``reconsume_later(msg)`` comes round again after its delay,
+    with its original topic restored and ``reconsume_times`` one higher, until the
+    group's retry limit sends it to the dead-letter topic ``%DLQ%{group}``.
     """
 
     def __init__(self, store, group: str, topic: str, tags: Optional[str] = None,
@@ -45,52 +55,67 @@ class Consumer:
         self.tags = tags
         self.consume_from = consume_from
         self.pull_batch_size = pull_batch_size
-        self._positions: dict[int, int] = {}
+        # (topic, tags, consume_from) read: the topic, and on a broker the retry topic
+        self._subscriptions = [(topic, tags, consume_from)]
+        if callable(getattr(store, "send_message_back", None)) and not topic.startswith(RETRY_PREFIX):
+            self._subscriptions.append((RETRY_PREFIX + group, None, "earliest"))
+        self._positions: dict[tuple[str, int], int] = {}
         self._next_queue = 0
 
     @property
     def positions(self) -> dict[int, int]:
-        """Next queue offset to read, per queue id."""
-        return dict(self._positions)
+        """Next queue offset to read, per queue id of the topic."""
+        return {q: off for (t, q), off in self._positions.items() if t == self.topic}
 
-    def _queue_ids(self) -> list[int]:
-        qids = self.store.get_topics().get(self.topic, [])
-        for q in qids:
-            if q not in self._positions:
-                self._positions[q] = self._start_offset(q)
-        return sorted(self._positions)
+    @property
+    def retry_topic(self) -> Optional[str]:
+        """The retry topic read beside the topic (None on a plain store)."""
+        return self._subscriptions[1][0] if len(self._subscriptions) > 1 else None
 
-    def _start_offset(self, queue_id: int) -> int:
+    def _queues(self) -> list[tuple[str, int, Optional[str]]]:
+        topics = self.store.get_topics()
+        out = []
+        for topic, tags, start in self._subscriptions:
+            for q in topics.get(topic, []):
+                if (topic, q) not in self._positions:
+                    self._positions[(topic, q)] = self._start_offset(topic, q, start)
+                out.append((topic, q, tags))
+        return out
+
+    def _start_offset(self, topic: str, queue_id: int, consume_from) -> int:
         store = self.store
-        committed = store.query_offset(self.group, self.topic, queue_id)
+        committed = store.query_offset(self.group, topic, queue_id)
         if committed >= 0:
             return committed
-        if self.consume_from == "earliest":
-            return store.get_min_offset_in_queue(self.topic, queue_id)
-        if self.consume_from == "latest":
-            return store.get_max_offset_in_queue(self.topic, queue_id)
-        return store.get_offset_in_queue_by_time(self.topic, queue_id, self.consume_from, BoundaryType.LOWER)
+        if consume_from == "earliest":
+            return store.get_min_offset_in_queue(topic, queue_id)
+        if consume_from == "latest":
+            return store.get_max_offset_in_queue(topic, queue_id)
+        return store.get_offset_in_queue_by_time(topic, queue_id, consume_from, BoundaryType.LOWER)
 
     def seek(self, queue_id: int, offset: int) -> None:
-        """Read ``queue_id`` from ``offset`` next."""
-        self._positions[queue_id] = offset
+        """Read ``queue_id`` of the topic from ``offset`` next."""
+        self._positions[(self.topic, queue_id)] = offset
 
     def _pull_once(self) -> list:
         out: list = []
-        qids = self._queue_ids()
-        if not qids:
+        queues = self._queues()
+        if not queues:
             return out
         # round-robin start so one busy queue cannot starve the others
-        start = self._next_queue % len(qids)
+        start = self._next_queue % len(queues)
         self._next_queue += 1
-        for qid in qids[start:] + qids[:start]:
-            offset = self._positions[qid]
-            r = self.store.get_message(self.group, self.topic, qid, offset, self.pull_batch_size, self.tags)
+        for topic, qid, tags in queues[start:] + queues[:start]:
+            offset = self._positions[(topic, qid)]
+            r = self.store.get_message(self.group, topic, qid, offset, self.pull_batch_size, tags)
             if r.status is GetMessageStatus.FOUND:
+                if topic != self.topic:
+                    for m in r.messages:        # a retry: hand it over under its own topic
+                        m.topic = m.properties.get(PROPERTY_RETRY_TOPIC, self.topic)
                 out.extend(r.messages)
-                self._positions[qid] = r.next_begin_offset
+                self._positions[(topic, qid)] = r.next_begin_offset
             elif r.status in _RESET:
-                self._positions[qid] = r.next_begin_offset
+                self._positions[(topic, qid)] = r.next_begin_offset
         return out
 
     def poll(self, timeout_s: float = 1.0) -> list:
@@ -103,7 +128,9 @@ class Consumer:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return msgs
-            if not self.store.wait_messages(self.topic, dict(self._positions), remaining):
+            topics = tuple(t for t, _tags, _start in self._subscriptions)
+            waiting = {t: {q: off for (tt, q), off in self._positions.items() if tt == t} for t in topics}
+            if not self.store.wait_messages(topics, waiting, remaining):
                 # timed out, or only filtered-out messages arrived: one more pass then return
                 if time.monotonic() >= deadline:
                     return self._pull_once()
@@ -112,7 +139,16 @@ class Consumer:
         while True:
             yield from self.poll(1.0)
 
+    def reconsume_later(self, msg, delay_level: int = 0):
+        """Hand ``msg`` back to the broker for a later retry (RocketMQ's
+        ``RECONSUME_LATER``): it comes round again through the retry topic, or goes to the
+        dead-letter topic past the group's retry limit. Needs a :class:`pymq.Broker`."""
+        send_back = getattr(self.store, "send_message_back", None)
+        if not callable(send_back):
+            raise TypeError("reconsume_later needs a pymq.Broker (a MessageStore has no retry topics)")
+        return send_back(self.group, msg, delay_level)
+
     def commit(self) -> None:
         """Store the positions reached as the group's consumer offsets."""
-        for qid, offset in self._positions.items():
-            self.store.commit_offset(self.group, self.topic, qid, offset)
+        for (topic, qid), offset in self._positions.items():
+            self.store.commit_offset(self.group, topic, qid, offset)

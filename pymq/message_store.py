@@ -450,20 +450,27 @@ class MessageStore:
         cq = self.consume_queues.find_consume_queue(topic, queue_id)
         return self.notifier.wait((topic, queue_id), lambda: offset < cq.get_max_offset_in_queue(), timeout_s)
 
-    def wait_messages(self, topic: str, offsets: dict, timeout_s: float) -> bool:
+    def wait_messages(self, topic, offsets: dict, timeout_s: float) -> bool:
         """Long poll over several queues of ``topic``: True as soon as any queue id in
         ``offsets`` has a message at or after its offset (``{queue_id: offset}``), False
-        after ``timeout_s`` seconds. New queues of the topic also end the wait."""
+        after ``timeout_s`` seconds. New queues of the topic also end the wait. Several
+        topics at once: ``topic`` a tuple of names and ``offsets`` ``{topic: {queue_id:
+        offset}}``."""
         self._check_open()
         find = self.consume_queues.find_consume_queue
-        known = set(self.consume_queues.topics().get(topic, ()))
+        by_topic = {topic: offsets} if isinstance(topic, str) else {t: offsets.get(t, {}) for t in topic}
+        known = {t: set(self.consume_queues.topics().get(t, ())) for t in by_topic}
 
         def ready() -> bool:
-            if set(self.consume_queues.topics().get(topic, ())) - known - set(offsets):
-                return True
-            return any(off < find(topic, q).get_max_offset_in_queue() for q, off in offsets.items())
+            queues = self.consume_queues.topics()
+            for t, offs in by_topic.items():
+                if set(queues.get(t, ())) - known[t] - set(offs):
+                    return True
+                if any(off < find(t, q).get_max_offset_in_queue() for q, off in offs.items()):
+                    return True
+            return False
 
-        return self.notifier.wait((topic, None), ready, timeout_s)
+        return self.notifier.wait_any(by_topic, ready, timeout_s)
 
     def has_queue(self, topic: str, queue_id: int) -> bool:
         """Whether (topic, queue_id) has a consume queue (unlike the other queries, which

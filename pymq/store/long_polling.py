@@ -17,6 +17,7 @@ class MessageArrivingNotifier:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._conditions: dict[tuple[str, int], threading.Condition] = {}
+        self._extra: dict[str, set] = {}       # topic -> conditions of multi-topic waiters
 
     def _condition(self, key: tuple[str, int]) -> threading.Condition:
         cond = self._conditions.get(key)
@@ -40,9 +41,17 @@ class MessageArrivingNotifier:
             if cond is not None:
                 with cond:
                     cond.notify_all()
+            if self._extra:
+                with self._lock:
+                    extra = list(self._extra.get(topic, ()))
+                for cond in extra:
+                    with cond:
+                        cond.notify_all()
 
     def notify_all(self) -> None:
-        for cond in list(self._conditions.values()):
+        with self._lock:
+            extra = [c for waiters in self._extra.values() for c in waiters]
+        for cond in list(self._conditions.values()) + extra:
             with cond:
                 cond.notify_all()
 
@@ -54,3 +63,27 @@ class MessageArrivingNotifier:
         cond = self._condition(key)
         with cond:
             return cond.wait_for(ready, timeout_s)
+
+    def wait_any(self, topics, ready: Callable[[], bool], timeout_s: float) -> bool:
+        """``wait`` woken by any queue of any of ``topics`` (a consumer reading its topic
+        and its retry topic)."""
+        topics = list(topics)
+        if len(topics) == 1:
+            return self.wait((topics[0], None), ready, timeout_s)
+        if ready():
+            return True
+        cond = threading.Condition()
+        with self._lock:
+            for t in topics:
+                self._extra.setdefault(t, set()).add(cond)
+        try:
+            with cond:
+                return cond.wait_for(ready, timeout_s)
+        finally:
+            with self._lock:
+                for t in topics:
+                    waiters = self._extra.get(t)
+                    if waiters is not None:
+                        waiters.discard(cond)
+                        if not waiters:
+                            del self._extra[t]

@@ -36,7 +36,7 @@ IDLE_WAIT_S = 1.0
 
 def message_timeup(msg) -> Message:
     """The message to write to the real topic (``messageTimeup``): body, flag, born time
-    and host, transaction bits and properties are kept (REAL_* too, as 4.9.7 writes them);
+    and host, reconsume times, transaction bits and properties are kept (REAL_* too, as 4.9.7 writes them);
     topic and queue are REAL_TOPIC and REAL_QID. DELAY is removed: RocketMQ clears it
     before the put too (its record keeps it only because the properties string was built
     first); in pymq the property would delay the message again."""
@@ -44,7 +44,7 @@ def message_timeup(msg) -> Message:
     props.pop("DELAY", None)
     return Message(props["REAL_TOPIC"], msg.body, properties=props, queue_id=int(props["REAL_QID"]),
                    flag=msg.flag, born_timestamp=msg.born_timestamp, born_host=msg.born_host,
-                   sys_flag=msg.sys_flag & 0xC)
+                   sys_flag=msg.sys_flag & 0xC, reconsume_times=msg.reconsume_times)
 
 
 class ScheduleMessageService(ServiceThread):

@@ -102,7 +102,8 @@ def convert_message(msg, enqueue_ms: int, dequeue_ms: int) -> Message:
     props["TIMER_ENQUEUE_MS"] = str(enqueue_ms)
     props["TIMER_DEQUEUE_MS"] = str(dequeue_ms)
     return Message(topic, msg.body, properties=props, queue_id=qid, flag=msg.flag,
-                   born_timestamp=msg.born_timestamp, born_host=msg.born_host, sys_flag=msg.sys_flag & 0xC)
+                   born_timestamp=msg.born_timestamp, born_host=msg.born_host, sys_flag=msg.sys_flag & 0xC,
+                   reconsume_times=msg.reconsume_times)
 
 
 class TimerMessageService(ServiceThread):

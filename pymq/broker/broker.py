@@ -1,0 +1,130 @@
+"""Broker: a MessageStore with what RocketMQ's broker module adds to its store.
+
+RocketMQ splits a broker into the store (``DefaultMessageStore``) and the broker module
+around it (``BrokerController``): topic and subscription-group configuration, the
+consumers' retry and dead-letter queues (``sendMessageBack``), pop with an invisibility
+time (5.x), and transactional messages. pymq does the same: ``pymq.MessageStore`` is the
+store, and ``Broker`` is a ``MessageStore`` that also owns those services, usable
+embedded in one process and served to other processes by ``pymq serve``.
+
+This class wires and delegates; the algorithms live in the modules beside it.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Callable, Optional
+
+from pymq.config import StoreConfig
+from pymq.message_store import MessageStore
+
+from .broker_config import BrokerConfig
+from .pop_service import PopMessageService
+from .retry import SendMessageBackService
+from .subscription_group import SubscriptionGroupManager
+from .topic_config import TopicConfigManager
+from .transaction import TransactionalMessageService
+
+
+class Broker(MessageStore):
+    """A writeable store in ``path`` plus the broker's consumption services.
+
+    Everything a :class:`pymq.MessageStore` does, and: ``send_message_back`` (retry and
+    dead-letter queues), ``pop_message`` / ``ack_message`` / ``change_invisible_time``
+    (receive with an invisibility time, FIFO groups), ``put_half_message`` /
+    ``end_transaction`` / ``set_transaction_checker`` (transactional messages). Topic and
+    group settings are kept in ``config/topics.json`` and ``config/subscriptionGroup.json``.
+    """
+
+    def __init__(self, path: str | os.PathLike, config: Optional[StoreConfig] = None,
+                 broker_config: Optional[BrokerConfig] = None) -> None:
+        if broker_config is not None and not isinstance(broker_config, BrokerConfig):
+            raise TypeError(f"broker_config must be a pymq.BrokerConfig, not {type(broker_config).__name__}")
+        super().__init__(path, config)
+        try:
+            bc = self.broker_config = broker_config if broker_config is not None else BrokerConfig()
+            self.topic_config_manager = TopicConfigManager(self.store_path, bc)
+            self.topic_config_manager.load()
+            self.subscription_group_manager = SubscriptionGroupManager(self.store_path, bc)
+            self.subscription_group_manager.load()
+            self.send_back_service = SendMessageBackService(self, bc)
+            self.pop_service = PopMessageService(self, bc)
+            self.transaction_service = TransactionalMessageService(self, bc)
+        except BaseException:
+            super().shutdown()
+            raise
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> "Broker":
+        """Start the store, then the broker's services (revive, transaction check)."""
+        if self._running:
+            return self
+        super().start()
+        self.pop_service.start()
+        self.transaction_service.start()
+        return self
+
+    def shutdown(self) -> None:
+        """Stop the broker's services, persist its tables, then shut the store down."""
+        if self._closed:
+            return
+        if self._running:
+            self.transaction_service.shutdown()
+            self.pop_service.shutdown()
+        self.topic_config_manager.persist()
+        self.subscription_group_manager.persist()
+        super().shutdown()
+
+    close = shutdown
+
+    def __enter__(self) -> "Broker":
+        return self.start()
+
+    # -- retry and dead letter ---------------------------------------------------------------
+
+    def send_message_back(self, group: str, msg, delay_level: int = 0,
+                          max_reconsume_times: Optional[int] = None):
+        """Hand a consumed message back for a later retry (4.x ``consumerSendMsgBack``);
+        see :class:`~pymq.broker.retry.SendMessageBackService`."""
+        self._check_open()
+        return self.send_back_service.send_message_back(group, msg, delay_level, max_reconsume_times)
+
+    # -- pop: receive with an invisibility time ----------------------------------------------
+
+    def pop_message(self, group: str, topic: str, max_nums: int = 32, invisible_time_ms: int = 60_000,
+                    tags: Optional[str] = None):
+        """Receive up to ``max_nums`` messages of ``topic`` for ``group``, hidden from the
+        group for ``invisible_time_ms``; see :class:`~pymq.broker.pop_service.PopMessageService`."""
+        self._check_open()
+        return self.pop_service.pop_message(group, topic, max_nums, invisible_time_ms, tags)
+
+    def ack_message(self, receipt_handle: str):
+        """Remove a popped message for good."""
+        self._check_open()
+        return self.pop_service.ack_message(receipt_handle)
+
+    def change_invisible_time(self, receipt_handle: str, invisible_time_ms: int) -> str:
+        """Hide a popped message for ``invisible_time_ms`` from now; returns its new handle."""
+        self._check_open()
+        return self.pop_service.change_invisible_time(receipt_handle, invisible_time_ms)
+
+    # -- transactions ------------------------------------------------------------------------
+
+    def put_half_message(self, msg, producer_group: str = "DEFAULT_PRODUCER"):
+        """Store a prepared (half) message, invisible until ``end_transaction`` commits it."""
+        self._check_open()
+        return self.transaction_service.put_half_message(msg, producer_group)
+
+    def end_transaction(self, handle, commit: bool = True):
+        """Commit (make visible in its topic and queue) or roll back a half message."""
+        self._check_open()
+        return self.transaction_service.end_transaction(handle, commit)
+
+    def set_transaction_checker(self, checker: Optional[Callable]) -> None:
+        """Register ``checker(msg) -> TransactionResolution`` for halves left open past
+        ``transaction_timeout``."""
+        self.transaction_service.set_transaction_checker(checker)
+
+    def __repr__(self) -> str:
+        return f"Broker({self.store_path!r}, running={self._running})"

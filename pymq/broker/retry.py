@@ -1,0 +1,113 @@
+"""SendMessageBackService: a consumed message handed back for a retry, or dead-lettered.
+
+RocketMQ 4.x's ``consumerSendMsgBack`` (BROKER_SPEC §1), for a consumer group ``g``:
+
+* the stored message is found by its commit-log offset;
+* if its ``reconsume_times`` has reached the limit (the group's ``retryMaxTimes``, 16, or
+  the limit the consumer sends) or the delay level asked for is negative, it goes to the
+  dead-letter topic ``%DLQ%g`` (one queue, write-only), with no delay;
+* otherwise to the retry topic ``%RETRY%g`` (``retryQueueNums`` queues), delayed by the
+  level asked for, or by level ``3 + reconsume_times`` when 0 was asked (10 s, 30 s, 1 min,
+  ... with RocketMQ's levels);
+* the new record keeps body, flag, system flag, born time and host and the properties,
+  with ``reconsume_times + 1``; it gets ``RETRY_TOPIC`` (the original topic) and
+  ``ORIGIN_MESSAGE_ID`` (the original's offset message id) unless they are set already,
+  so a chain of retries points back at the first delivery.
+
+A consumer of ``g`` reads ``%RETRY%g`` beside its topic (``pymq.Consumer`` does), and
+hands a retry message over with its original topic restored from ``RETRY_TOPIC``.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Optional, Union
+
+from pymq._core.message import Message
+from pymq.errors import CorruptRecordError, PymqError
+
+from .topic_config import PERM_READ, PERM_WRITE, dlq_topic, retry_topic
+
+PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
+PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
+DLQ_NUMS_PER_GROUP = 1
+# properties that described the original delivery, not the message: the store sets its
+# own for the new record (delay, timer, pop receipt)
+_NOT_CARRIED = frozenset({"DELAY", "REAL_TOPIC", "REAL_QID", "POP_CK", "TIMER_DELIVER_MS", "TIMER_DELAY_SEC",
+                          "TIMER_DELAY_MS", "TIMER_OUT_MS", "TIMER_ENQUEUE_MS", "TIMER_DEQUEUE_MS"})
+
+
+class SendBackError(PymqError):
+    """The message cannot be sent back (unknown group, no record at the offset)."""
+
+
+def _stored(broker, msg: Union[int, object]):
+    offset = msg if isinstance(msg, int) else getattr(msg, "commitlog_offset", None)
+    if not isinstance(offset, int):
+        raise TypeError("send_message_back takes a consumed MessageExt or its commit-log offset")
+    try:
+        stored = broker.look_message_by_offset(offset)
+    except CorruptRecordError:
+        stored = None
+    if stored is None:
+        raise SendBackError(f"no message at commit-log offset {offset} (cleaned, or not a record start)")
+    return stored
+
+
+def rebuild(stored, topic: str, queue_id: int, reconsume_times: int, delay_level: int = 0) -> Message:
+    """The record that carries ``stored`` on into ``topic``: same body, flags, born time and
+    host and properties; RETRY_TOPIC and ORIGIN_MESSAGE_ID set if missing."""
+    props = {k: v for k, v in stored.properties.items() if k not in _NOT_CARRIED}
+    props.setdefault(PROPERTY_RETRY_TOPIC, stored.topic)
+    props.setdefault(PROPERTY_ORIGIN_MESSAGE_ID, stored.msg_id)
+    return Message(topic, stored.body, properties=props, queue_id=queue_id, flag=stored.flag,
+                   delay_level=delay_level, born_timestamp=stored.born_timestamp, born_host=stored.born_host,
+                   sys_flag=stored.sys_flag, reconsume_times=reconsume_times)
+
+
+class SendMessageBackService:
+    """``send_message_back`` for a :class:`pymq.Broker`."""
+
+    def __init__(self, broker, broker_config) -> None:
+        self.broker = broker
+        self.broker_config = broker_config
+        self.retried = 0
+        self.dead_lettered = 0
+
+    def _group(self, group: str):
+        if not isinstance(group, str) or not group:
+            raise TypeError("group must be a non-empty str")
+        cfg = self.broker.subscription_group_manager.find_subscription_group_config(group)
+        if cfg is None:
+            raise SendBackError(f"subscription group {group!r} does not exist")
+        return cfg
+
+    def send_message_back(self, group: str, msg, delay_level: int = 0,
+                          max_reconsume_times: Optional[int] = None):
+        """Re-put the consumed ``msg`` (a ``MessageExt`` or its commit-log offset) for a
+        retry by ``group``, or to the group's dead-letter topic; returns the put result."""
+        cfg = self._group(group)
+        stored = _stored(self.broker, msg)
+        limit = cfg.retry_max_times if max_reconsume_times is None else max_reconsume_times
+        if stored.reconsume_times >= limit or delay_level < 0:
+            return self.dead_letter(group, stored)
+        topics = self.broker.topic_config_manager
+        topic = retry_topic(group)
+        tc = topics.create_topic_of_group(topic, cfg.retry_queue_nums, PERM_READ | PERM_WRITE)
+        level = delay_level or 3 + stored.reconsume_times
+        r = self.broker.put_message(rebuild(stored, topic, random.randrange(max(tc.write_queue_nums, 1)),
+                                            stored.reconsume_times + 1, level))
+        if r.is_ok():
+            self.retried += 1
+        return r
+
+    def dead_letter(self, group: str, msg):
+        """Put ``msg`` (stored, a ``MessageExt`` or an offset) into ``%DLQ%{group}`` with
+        ``reconsume_times + 1`` and no delay; returns the put result."""
+        stored = msg if hasattr(msg, "store_timestamp") else _stored(self.broker, msg)
+        topic = dlq_topic(group)
+        self.broker.topic_config_manager.create_topic_of_group(topic, DLQ_NUMS_PER_GROUP, PERM_WRITE)
+        r = self.broker.put_message(rebuild(stored, topic, 0, stored.reconsume_times + 1))
+        if r.is_ok():
+            self.dead_lettered += 1
+        return r

@@ -1,0 +1,158 @@
+"""SubscriptionGroupManager: ``config/subscriptionGroup.json``, the broker's consumer groups.
+
+RocketMQ's shape (fastjson, written atomically with a ``.bak``)::
+
+    {"subscriptionGroupTable": {"g": {"groupName": "g", "consumeEnable": true,
+        "consumeFromMinEnable": true, "consumeBroadcastEnable": true, "retryQueueNums": 1,
+        "retryMaxTimes": 16, "brokerId": 0, "whichBrokerWhenConsumeSlowly": 1,
+        "notifyConsumerIdsChangedEnable": true, "consumeMessageOrderly": false}},
+     "dataVersion": {"timestamp": 1700000000000, "counter": 1}}
+
+``consumeMessageOrderly`` is RocketMQ 5's FIFO flag: a FIFO group receives the messages of
+one message group in order, one at a time. ``groupRetryPolicy`` (5.x) is kept as read.
+A group unknown to the table is created on first use when
+``auto_create_subscription_group`` is on (``findSubscriptionGroupConfig``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from typing import Any, Optional
+
+from pymq.store.config_manager import ConfigManager, dumps_fastjson, loads_fastjson
+
+_KEYS = (("group_name", "groupName"), ("consume_enable", "consumeEnable"),
+         ("consume_from_min_enable", "consumeFromMinEnable"),
+         ("consume_broadcast_enable", "consumeBroadcastEnable"), ("retry_queue_nums", "retryQueueNums"),
+         ("retry_max_times", "retryMaxTimes"), ("broker_id", "brokerId"),
+         ("which_broker_when_consume_slowly", "whichBrokerWhenConsumeSlowly"),
+         ("notify_consumer_ids_changed_enable", "notifyConsumerIdsChangedEnable"),
+         ("consume_message_orderly", "consumeMessageOrderly"))
+
+
+@dataclasses.dataclass
+class SubscriptionGroupConfig:
+    """One consumer group's settings (RocketMQ's ``SubscriptionGroupConfig``)."""
+
+    group_name: str
+    consume_enable: bool = True
+    consume_from_min_enable: bool = True
+    consume_broadcast_enable: bool = True
+    retry_queue_nums: int = 1
+    retry_max_times: int = 16
+    broker_id: int = 0
+    which_broker_when_consume_slowly: int = 1
+    notify_consumer_ids_changed_enable: bool = True
+    consume_message_orderly: bool = False
+    group_retry_policy: Optional[dict] = None      # 5.x, kept as read
+
+    def to_json(self) -> dict:
+        doc: dict[str, Any] = {js: getattr(self, py) for py, js in _KEYS}
+        if self.group_retry_policy is not None:
+            doc["groupRetryPolicy"] = self.group_retry_policy
+        return doc
+
+    @classmethod
+    def from_json(cls, name: str, doc: dict) -> "SubscriptionGroupConfig":
+        if not isinstance(doc, dict):
+            raise ValueError(f"group {name!r}: not an object")
+        defaults = cls(name)
+        values = {}
+        for py, js in _KEYS:
+            v = doc.get(js, getattr(defaults, py))
+            values[py] = type(getattr(defaults, py))(v)
+        values["group_name"] = str(doc.get("groupName", name))
+        policy = doc.get("groupRetryPolicy")
+        values["group_retry_policy"] = policy if isinstance(policy, dict) else None
+        cfg = cls(**values)
+        if cfg.retry_max_times < -1 or cfg.retry_queue_nums < 1:
+            raise ValueError(f"group {name!r}: bad retryMaxTimes or retryQueueNums")
+        return cfg
+
+
+def _parse(text: str) -> tuple[dict[str, SubscriptionGroupConfig], dict]:
+    doc = loads_fastjson(text)
+    if not isinstance(doc, dict) or not isinstance(doc.get("subscriptionGroupTable", {}), dict):
+        raise ValueError("not a subscription group table")
+    table = {n: SubscriptionGroupConfig.from_json(n, g) for n, g in doc.get("subscriptionGroupTable", {}).items()}
+    version = doc.get("dataVersion") if isinstance(doc.get("dataVersion"), dict) else {}
+    return table, version
+
+
+class SubscriptionGroupManager(ConfigManager):
+    """The consumer groups of a broker, persisted in ``{root}/config/subscriptionGroup.json``."""
+
+    def __init__(self, root_dir: str, broker_config) -> None:
+        super().__init__()
+        self.root_dir = os.fspath(root_dir)
+        self.broker_config = broker_config
+        self._table: dict[str, SubscriptionGroupConfig] = {}
+        self._version = {"timestamp": int(time.time() * 1000), "counter": 0}
+
+    def config_file_path(self) -> str:
+        return os.path.join(self.root_dir, "config", "subscriptionGroup.json")
+
+    def encode(self, pretty: bool = True) -> str:
+        with self._lock:
+            return dumps_fastjson({"subscriptionGroupTable": {n: g.to_json() for n, g in sorted(self._table.items())},
+                                   "dataVersion": dict(self._version)}, pretty)
+
+    def decode(self, text: str) -> None:
+        table, version = _parse(text)
+        with self._lock:
+            self._table = table
+            if version:
+                self._version = {"timestamp": int(version.get("timestamp", 0)),
+                                 "counter": int(version.get("counter", 0))}
+            self._mark_changed()
+
+    def validate(self, text: str) -> None:
+        _parse(text)
+
+    def _changed(self) -> None:
+        with self._lock:
+            self._version = {"timestamp": int(time.time() * 1000), "counter": self._version["counter"] + 1}
+            self._mark_changed()
+        self.persist()
+
+    def find_subscription_group_config(self, group: str) -> Optional[SubscriptionGroupConfig]:
+        """The group's config; created with the broker's defaults when it is new and
+        ``auto_create_subscription_group`` is on, else None."""
+        with self._lock:
+            cfg = self._table.get(group)
+        if cfg is not None or not self.broker_config.auto_create_subscription_group:
+            return cfg
+        bc = self.broker_config
+        return self._create(SubscriptionGroupConfig(group, retry_max_times=bc.max_reconsume_times,
+                                                    retry_queue_nums=bc.retry_queue_nums))
+
+    def update_subscription_group_config(self, cfg: SubscriptionGroupConfig) -> SubscriptionGroupConfig:
+        """Create or replace a group (mqadmin's updateSubGroup), e.g. to flag it FIFO."""
+        if not isinstance(cfg.group_name, str) or not cfg.group_name:
+            raise ValueError("group_name must be a non-empty str")
+        with self._lock:
+            self._table[cfg.group_name] = cfg
+        self._changed()
+        return cfg
+
+    def delete_subscription_group_config(self, group: str) -> bool:
+        with self._lock:
+            gone = self._table.pop(group, None) is not None
+        if gone:
+            self._changed()
+        return gone
+
+    def groups(self) -> dict[str, SubscriptionGroupConfig]:
+        with self._lock:
+            return dict(self._table)
+
+    def _create(self, cfg: SubscriptionGroupConfig) -> SubscriptionGroupConfig:
+        with self._lock:
+            existing = self._table.get(cfg.group_name)
+            if existing is not None:
+                return existing
+            self._table[cfg.group_name] = cfg
+        self._changed()
+        return cfg
