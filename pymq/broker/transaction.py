@@ -204,8 +204,7 @@ class TransactionalMessageService(ServiceThread):
         topic = half.properties.get("REAL_TOPIC")
         if not uniq or not topic:
             return False
-        return any(m.prepared_transaction_offset > 0 and m.transaction_type == TRANSACTION_COMMIT_TYPE
-                   for m in self.broker.query_message(topic, uniq, 64))
+        return any(m.transaction_type == TRANSACTION_COMMIT_TYPE for m in self.broker.query_message(topic, uniq, 64))
 
     # -- the check -----------------------------------------------------------------------
 
