@@ -42,6 +42,18 @@ def topic_list(store) -> list[str]:
     return sorted(store.get_topics())
 
 
+def topic_kind(topic: str) -> str:
+    """What a topic is for: a consumer group's retry or dead-letter topic, one of the
+    store's system topics, or "" for an application's topic."""
+    if topic.startswith("%RETRY%"):
+        return f"retry topic of group {topic[7:]}"
+    if topic.startswith("%DLQ%"):
+        return f"dead-letter topic of group {topic[5:]}"
+    if topic.startswith(("rmq_sys_", "RMQ_SYS_")) or topic in ("SCHEDULE_TOPIC_XXXX", "TRANS_CHECK_MAX_TIME_TOPIC"):
+        return "system"
+    return ""
+
+
 def topic_status(store, topic: str) -> list[QueueStatus]:
     """Min/max offset and last update time of every queue of ``topic``."""
     rows = []

@@ -25,6 +25,8 @@ Sub-commands
     and END (ms, or ``yyyy-MM-dd#HH:mm:ss:SSS``).
 ``consumer-progress -g GROUP [-t TOPIC]``
     Per queue: broker offset, the group's offset and the difference.
+``resend-dlq -g GROUP (-i MSGID | --all)``
+    Give a group's dead letters another round through its retry topic.
 ``delete-topic -t TOPIC``, ``clean-expired [--reserved-hours H] [--force]``
     Delete a topic; delete expired commit-log files now (mqadmin's deleteTopic and
     deleteExpiredCommitLog). These open the store for writing, so no writer may hold it.
@@ -194,7 +196,9 @@ def _messages_out(args: argparse.Namespace, msgs: list) -> None:
 def cmd_topic_list(args: argparse.Namespace) -> int:
     with _open_store(args) as store:
         topics = admin.topic_list(store)
-    _emit(args, topics, "\n".join(topics))
+    width = max((len(t) for t in topics), default=0)
+    _emit(args, topics, "\n".join(f"{t.ljust(width)}  ({admin.topic_kind(t)})" if admin.topic_kind(t) else t
+                                   for t in topics))
     return 0
 
 
@@ -388,6 +392,30 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """Run :func:`pymq.server.serve.run` (needs the ``server`` extra)."""
     from pymq.server import serve
     return serve.run(args)
+
+
+def _resend_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-g", "--group", required=True, help="consumer group")
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("-i", "--msg-id", help="offset message id of one message in %%DLQ%%GROUP")
+    which.add_argument("--all", action="store_true", help="every dead letter of the group not resent yet")
+    _json_flag(parser)
+
+
+@command("resend-dlq", "give a group's dead letters another round through its retry topic "
+         "(as the dashboard's resend of a DLQ message)", _resend_arguments)
+def cmd_resend_dlq(args: argparse.Namespace) -> int:
+    from pymq.broker import Broker
+    from pymq.config import config_for_store
+    if not os.path.isdir(os.path.join(args.store, "commitlog")):
+        raise pymq.PymqError(f"{args.store} holds no store (no commitlog/ directory)")
+    with Broker(args.store, config_for_store(args.store)) as broker:
+        sent = broker.send_back_service.resend_dead_letters(args.group, args.msg_id)
+    rows = [{"dlq_msg_id": mid, "status": r.status.name, "msg_id": r.msg_id} for mid, r in sent]
+    _emit(args, rows, _table(["DLQ Message ID", "Status", "New Message ID"],
+                             [(r["dlq_msg_id"], r["status"], r["msg_id"]) for r in rows]) if rows
+          else "no dead letter to resend")
+    return 0 if all(r["status"] == "PUT_OK" for r in rows) else 1
 
 
 def build_parser() -> argparse.ArgumentParser:

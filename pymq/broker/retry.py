@@ -111,3 +111,40 @@ class SendMessageBackService:
         if r.is_ok():
             self.dead_lettered += 1
         return r
+
+    def resend_dead_letters(self, group: str, msg_id: Optional[str] = None) -> list:
+        """Give dead-lettered messages of ``group`` another round: each goes to the
+        group's retry topic with ``reconsume_times`` 0 and no delay (only this group sees
+        it again; RocketMQ's dashboard resends through consumeMessageDirectly). With
+        ``msg_id`` (an offset message id in ``%DLQ%{group}``) that one message, else every
+        message the group has not resent yet (progress: the group's offset on its DLQ
+        topic). Returns ``[(dlq msg_id, put result)]``."""
+        cfg = self._group(group)
+        b = self.broker
+        dlq = dlq_topic(group)
+        if msg_id is not None:
+            m = b.view_message_by_id(msg_id)
+            if m is None or m.topic != dlq:
+                raise SendBackError(f"{msg_id} is not a message of {dlq}")
+            batch = [m]
+            end = None
+        else:
+            start = max(b.query_offset(group, dlq, 0), b.get_min_offset_in_queue(dlq, 0))
+            end = b.get_max_offset_in_queue(dlq, 0)
+            batch = []
+            while start < end:
+                g = b.get_message(group, dlq, 0, start, 32)
+                batch.extend(g.messages)
+                if g.next_begin_offset <= start:
+                    break
+                start = g.next_begin_offset
+        topic = retry_topic(group)
+        tc = b.topic_config_manager.create_topic_of_group(topic, cfg.retry_queue_nums, PERM_READ | PERM_WRITE)
+        out = []
+        for m in batch:
+            r = b.put_message(rebuild(m, topic, random.randrange(max(tc.write_queue_nums, 1)), 0))
+            out.append((m.msg_id, r))
+        if end is not None and all(r.is_ok() for _id, r in out):
+            b.commit_offset(group, dlq, 0, end)
+        return out
+

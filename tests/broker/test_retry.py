@@ -204,3 +204,34 @@ class RetryMachine(RuleBasedStateMachine):
 
 TestRetryMachine = RetryMachine.TestCase
 TestRetryMachine.settings = settings(max_examples=20, stateful_step_count=25, deadline=None)
+
+
+def test_cli_lists_retry_and_dlq_topics_and_resends_dead_letters(tmp_path, capfd):
+    from pymq import cli
+    from pymq.config import save_sizes
+    path = str(tmp_path / "b")
+    with broker(path) as b:
+        save_sizes(path, b.config)
+        for body in (b"a", b"b"):
+            b.put_message(pymq.Message("T", body))
+        wait_dispatched(b)
+        for m in b.get_message("g", "T", 0, 0).messages:
+            b.send_message_back("g", m, delay_level=-1)             # straight to the DLQ
+        wait_dispatched(b)
+        first = b.get_message("g", "%DLQ%g", 0, 0).messages[0].msg_id
+    assert cli.main(["--store", path, "topic-list"]) == 0
+    out = capfd.readouterr().out
+    assert "(dead-letter topic of group g)" in out and "(system)" in out
+    assert cli.main(["--store", path, "resend-dlq", "-g", "g", "-i", first, "--json"]) == 0
+    rows = json.loads(capfd.readouterr().out)
+    assert [r["status"] for r in rows] == ["PUT_OK"] and rows[0]["dlq_msg_id"] == first
+    assert cli.main(["--store", path, "resend-dlq", "-g", "g", "--all", "--json"]) == 0
+    assert len(json.loads(capfd.readouterr().out)) == 2
+    assert cli.main(["--store", path, "resend-dlq", "-g", "g", "--all"]) == 0       # nothing new
+    assert "no dead letter" in capfd.readouterr().out
+    with broker(path) as b:
+        wait_dispatched(b)
+        again = b.get_message("g", "%RETRY%g", 0, 0).messages
+        assert sorted(m.body for m in again) == [b"a", b"a", b"b"]
+        assert all(m.reconsume_times == 0 and m.properties["RETRY_TOPIC"] == "T" for m in again)
+    assert cli.main(["--store", path, "resend-dlq", "-g", "g", "-i", "00" * 16]) == 2
