@@ -221,7 +221,7 @@ def test_cli_lists_retry_and_dlq_topics_and_resends_dead_letters(tmp_path, capfd
         first = b.get_message("g", "%DLQ%g", 0, 0).messages[0].msg_id
     assert cli.main(["--store", path, "topic-list"]) == 0
     out = capfd.readouterr().out
-    assert "(dead-letter topic of group g)" in out and "(system)" in out
+    assert "%DLQ%g  (dead-letter topic of group g)" in out
     assert cli.main(["--store", path, "resend-dlq", "-g", "g", "-i", first, "--json"]) == 0
     rows = json.loads(capfd.readouterr().out)
     assert [r["status"] for r in rows] == ["PUT_OK"] and rows[0]["dlq_msg_id"] == first
