@@ -27,6 +27,8 @@ from pymq.simple_consumer import SimpleConsumer
 from pymq.message_store import MessageStore
 from pymq.broker import Broker, BrokerConfig
 from pymq.broker.transaction import TransactionResolution
+from pymq.broker.pop_service import PopResult, PopStatus
+from pymq.broker.receipt_handle import InvalidReceiptHandleError
 from pymq.results import GetMessageResult
 from pymq.status import AppendMessageStatus, BoundaryType, FlushDiskType, GetMessageStatus, PutMessageStatus
 
@@ -43,9 +45,12 @@ __all__ = [
     "FlushDiskType",
     "GetMessageResult",
     "GetMessageStatus",
+    "InvalidReceiptHandleError",
     "Message",
     "MessageExt",
     "MessageStore",
+    "PopResult",
+    "PopStatus",
     "PutMessageResult",
     "PutMessageStatus",
     "PymqError",
