@@ -42,6 +42,7 @@ class BenchOptions:
     delivery_window_ms: int = 2_000       # delivery: timers due within it; delayed puts over 1/4 of it
     pending_timers: int = 100_000         # put_with_timers: timer messages pending in the store
     put_with_timers_messages: int = 500_000  # put_with_timers: put_message calls per repeat
+    pending_halves: int = 10_000          # put_with_halves: open half messages in the broker
     real_messages: int = 200_000          # real_*: messages per phase (realistic messages)
     real_queries: int = 5_000             # real_query: key lookups
     cleaning_segments: int = 8            # put_while_cleaning: old 16 MiB segments to delete

@@ -26,6 +26,7 @@ from .pop import LitequeuePopDone, PersistQueueAck, PymqPopAck
 from .query import LmdbGet, PymqQueryMessage, SqliteSelect
 from .realistic import REALISTIC
 from .retention import PymqPutNotCleaning, PymqPutWhileCleaning
+from .transaction import PymqPutWithHalves, PymqPutWithoutHalves
 from .sqlite import SqliteExecutemany, SqliteInsertPerTxn, SqliteReadPages
 from .write import LmdbPutMulti, LmdbPutPerTxn, PymqPutMessage, PymqPutMessages, QueuelibPush
 
@@ -40,6 +41,7 @@ WORKLOADS: tuple[type[Workload], ...] = (
     PymqDelayDelivery, PymqTimerDelivery,
     PymqPutWithTimers, PymqPutWithoutTimers,
     PymqPutWhileCleaning, PymqPutNotCleaning,
+    PymqPutWithHalves, PymqPutWithoutHalves,
     PymqPopAck, PersistQueueAck, LitequeuePopDone,
     *REALISTIC,
 )
@@ -352,6 +354,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"messages per phase of the real_* workloads (default {d.real_messages:,})")
     add("--real-queries", type=_positive_int, default=d.real_queries, metavar="N",
         help=f"key lookups of real_query (default {d.real_queries:,})")
+    add("--pending-halves", type=_int_at_least(0), default=d.pending_halves, metavar="N",
+        help=f"open half messages in the put_with_halves broker (default {d.pending_halves:,})")
     add("--cleaning-segments", type=_positive_int, default=d.cleaning_segments, metavar="N",
         help=f"old 16 MiB segments the put_while_cleaning store holds (default {d.cleaning_segments})")
     add("--cleaning-messages", type=_positive_int, default=d.cleaning_messages, metavar="N",
