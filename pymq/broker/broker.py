@@ -93,11 +93,12 @@ class Broker(MessageStore):
     # -- pop: receive with an invisibility time ----------------------------------------------
 
     def pop_message(self, group: str, topic: str, max_nums: int = 32, invisible_time_ms: int = 60_000,
-                    tags: Optional[str] = None):
+                    tags: Optional[str] = None, timeout_s: float = 0.0):
         """Receive up to ``max_nums`` messages of ``topic`` for ``group``, hidden from the
-        group for ``invisible_time_ms``; see :class:`~pymq.broker.pop_service.PopMessageService`."""
+        group for ``invisible_time_ms``, waiting up to ``timeout_s`` when there are none;
+        see :class:`~pymq.broker.pop_service.PopMessageService`."""
         self._check_open()
-        return self.pop_service.pop_message(group, topic, max_nums, invisible_time_ms, tags)
+        return self.pop_service.pop_message(group, topic, max_nums, invisible_time_ms, tags, timeout_s)
 
     def ack_message(self, receipt_handle: str):
         """Remove a popped message for good."""
@@ -108,6 +109,14 @@ class Broker(MessageStore):
         """Hide a popped message for ``invisible_time_ms`` from now; returns its new handle."""
         self._check_open()
         return self.pop_service.change_invisible_time(receipt_handle, invisible_time_ms)
+
+    def delete_topic(self, topic: str) -> bool:
+        """The store's ``delete_topic``, plus the broker's: every group's pop state of the
+        topic and its entry in ``config/topics.json``."""
+        deleted = super().delete_topic(topic)
+        self.pop_service.forget_topic(topic)
+        deleted = self.topic_config_manager.delete_topic_config(topic) or deleted
+        return deleted
 
     # -- transactions ------------------------------------------------------------------------
 

@@ -235,3 +235,19 @@ def test_cli_lists_retry_and_dlq_topics_and_resends_dead_letters(tmp_path, capfd
         assert sorted(m.body for m in again) == [b"a", b"a", b"b"]
         assert all(m.reconsume_times == 0 and m.properties["RETRY_TOPIC"] == "T" for m in again)
     assert cli.main(["--store", path, "resend-dlq", "-g", "g", "-i", "00" * 16]) == 2
+
+
+def test_broker_delete_topic_forgets_its_config_and_pop_state(tmp_path):
+    with broker(tmp_path / "b") as b:
+        b.topic_config_manager.create_topic_in_send_message_method("Gone")
+        for i in range(5):
+            b.put_message(pymq.Message("Gone", b"old%d" % i))
+        wait_dispatched(b)
+        assert len(b.pop_message("g", "Gone", 2, 60_000).messages) == 2
+        assert b.delete_topic("Gone") is True
+        assert b.topic_config_manager.select_topic_config("Gone") is None
+        for i in range(3):
+            b.put_message(pymq.Message("Gone", b"new%d" % i))
+        wait_dispatched(b)
+        got = b.pop_message("g", "Gone", 10, 60_000).messages
+        assert sorted(m.body for m in got) == [b"new0", b"new1", b"new2"]
