@@ -108,3 +108,31 @@ def test_dead_letter_after_retry_limit(server_factory, tmp_path):
     finally:
         c.shutdown()
         p.shutdown()
+
+
+def test_receive_cut_to_the_deadline_and_cancelled_poll_gives_messages_back(server, producer_factory,
+                                                                            simple_consumer_factory):
+    import grpc
+    from rocketmq.grpc_protocol import definition_pb2 as pb, service_pb2 as svc, MessagingServiceStub
+    md = [("x-mq-client-id", "raw-poller")]
+    req = svc.ReceiveMessageRequest(batch_size=8)
+    req.group.name = "g-cancel"
+    req.message_queue.topic.name = "CancelTopic"
+    req.invisible_duration.seconds = 30
+    req.long_polling_timeout.seconds = 20
+    with grpc.insecure_channel(server.endpoint) as ch:
+        stub = MessagingServiceStub(ch)
+        t0 = time.monotonic()
+        items = list(stub.ReceiveMessage(req, metadata=md, timeout=6))     # polling cut to the deadline
+        assert items[0].status.code == pb.Code.MESSAGE_NOT_FOUND
+        assert items[-1].HasField("delivery_timestamp") and time.monotonic() - t0 < 6
+        call = stub.ReceiveMessage(req, metadata=md, timeout=30)
+        time.sleep(1.0)
+        call.cancel()                                                      # the client goes away mid-poll
+        p = producer_factory(["CancelTopic"])
+        mid = p.send(make_message("CancelTopic", b"not lost")).message_id
+    c = simple_consumer_factory("g-cancel", "CancelTopic", await_duration=5)
+    t0 = time.monotonic()
+    got = receive_all(c, 1, timeout=10)
+    assert [m.message_id for m in got] == [mid]
+    assert time.monotonic() - t0 < 10            # not after the 30 s invisible time

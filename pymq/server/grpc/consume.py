@@ -97,11 +97,22 @@ class ConsumeActivity:
             left = deadline - loop.time()
             if left <= 0:
                 break
-            result = await loop.run_in_executor(server.executor, pop.pop_message, group, topic, batch, invisible,
-                                                tags, min(left, POLL_SLICE_S))
+            fut = loop.run_in_executor(server.executor, pop.pop_message, group, topic, batch, invisible,
+                                       tags, min(left, POLL_SLICE_S))
+            try:
+                result = await asyncio.shield(fut)
+            except asyncio.CancelledError:
+                # the client gave up (deadline, cancel): what the pop still takes goes back soon
+                fut.add_done_callback(self._nack_when_done)
+                raise
             if result.messages:
                 return result
         return result
+
+    def _nack_when_done(self, fut) -> None:
+        if fut.cancelled() or fut.exception() is not None or not fut.result().messages:
+            return
+        asyncio.ensure_future(self._nack(fut.result().messages))
 
     async def receive_message(self, ctx, req: svc.ReceiveMessageRequest):
         """Async generator of ReceiveMessageResponse items."""
