@@ -238,19 +238,34 @@ def cmd_query_msg_by_key(args: argparse.Namespace) -> int:
 
 
 def _id_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-i", "--msg-id", required=True, help="offset message id (32 or 56 hex digits)")
+    parser.add_argument("-i", "--msg-id", required=True,
+                        help="offset message id (32 or 56 hex digits), or a unique key (a RocketMQ 5 message id)")
     _json_flag(parser)
 
 
-@command("query-msg-by-id", "the message with an offset message id", _id_args)
+def _find_by_unique_key(store, key: str):
+    for topic in store.get_topics():
+        for m in store.query_message(topic, key, 64):
+            if m.properties.get("UNIQ_KEY") == key:
+                return m
+    return None
+
+
+@command("query-msg-by-id", "the message with an offset message id (or a unique key)", _id_args)
 def cmd_query_msg_by_id(args: argparse.Namespace) -> int:
     with _open_store(args) as store:
         try:
             m = store.view_message_by_id(args.msg_id)
         except ValueError as e:
-            raise pymq.PymqError(str(e)) from None
+            m = None
+            error = str(e)
+        else:
+            error = None
         if m is None:
-            raise pymq.PymqError(f"no message with id {args.msg_id} in {args.store}")
+            # not an offset id: a unique key (UNIQ_KEY, the message id RocketMQ 5 clients get)
+            m = _find_by_unique_key(store, args.msg_id)
+        if m is None:
+            raise pymq.PymqError(error or f"no message with id {args.msg_id} in {args.store}")
         _emit(args, admin.message_dict(m), _message_text(m))
     return 0
 

@@ -37,6 +37,10 @@ def test_send_normal_found_by_key_and_id(server, producer_factory):
     out = pymq_cli("--store", server.store, "query-msg-by-id", "-i", doc["msg_id"], "--json")
     assert out.returncode == 0, out.stderr
     assert receipts[3].message_id in out.stdout
+    # and query-msg-by-id takes the receipt's id (a unique key) directly
+    out = pymq_cli("--store", server.store, "query-msg-by-id", "-i", receipts[5].message_id, "--json")
+    assert out.returncode == 0, out.stderr
+    assert "body 5" in out.stdout
 
 
 def test_topic_auto_created_in_topics_json(server, producer_factory):
