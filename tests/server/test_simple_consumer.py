@@ -136,3 +136,33 @@ def test_receive_cut_to_the_deadline_and_cancelled_poll_gives_messages_back(serv
     got = receive_all(c, 1, timeout=10)
     assert [m.message_id for m in got] == [mid]
     assert time.monotonic() - t0 < 10            # not after the 30 s invisible time
+
+
+def test_forward_to_dead_letter_queue(server, producer_factory, simple_consumer_factory):
+    import grpc
+    from rocketmq.grpc_protocol import definition_pb2 as pb, service_pb2 as svc, MessagingServiceStub
+    p = producer_factory(["FwdTopic"])
+    mid = p.send(make_message("FwdTopic", b"to the dlq")).message_id
+    c = simple_consumer_factory("g-fwd", "FwdTopic")
+    m = receive_all(c, 1, invisible=2, ack=False)[0]
+    req = svc.ForwardMessageToDeadLetterQueueRequest(receipt_handle=m.receipt_handle, message_id=mid,
+                                                     delivery_attempt=1, max_delivery_attempts=1)
+    req.group.name, req.topic.name = "g-fwd", "FwdTopic"
+    with grpc.insecure_channel(server.endpoint) as ch:
+        stub = MessagingServiceStub(ch)
+        md = [("x-mq-client-id", "raw-fwd")]
+        assert stub.ForwardMessageToDeadLetterQueue(req, metadata=md, timeout=10).status.code == pb.Code.OK
+        # the handle is spent: a second forward is refused
+        assert stub.ForwardMessageToDeadLetterQueue(req, metadata=md, timeout=10).status.code \
+            == pb.Code.INVALID_RECEIPT_HANDLE
+        end = svc.EndTransactionRequest(transaction_id="not-a-transaction", resolution=pb.TransactionResolution.COMMIT)
+        end.topic.name = "FwdTopic"
+        assert stub.EndTransaction(end, metadata=md, timeout=10).status.code == pb.Code.INVALID_TRANSACTION_ID
+    out = subprocess.run([sys.executable, "-m", "pymq", "--store", server.store, "print-msg", "-t", "%DLQ%g-fwd",
+                          "--json"], capture_output=True, text=True, timeout=60)
+    assert mid in out.stdout, out.stdout + out.stderr
+    time.sleep(2.5)
+    assert c.receive(1, 30) == []          # acked: not delivered again after its invisible time
+    out = subprocess.run([sys.executable, "-m", "pymq", "--store", server.store, "print-msg", "-t", "%DLQ%g-fwd",
+                          "--json"], capture_output=True, text=True, timeout=60)
+    assert out.stdout.count(mid) == 1         # the refused second forward moved nothing

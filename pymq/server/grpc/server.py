@@ -92,9 +92,11 @@ class GrpcServer:
             raise InvalidReceiptHandleError(f"no message at {h.topic} queue {h.queue_id} offset {h.offset}")
         msg = found.messages[0]
         msg.properties.pop("POP_CK", None)
+        # refuse a stale handle before anything moves, and keep the message hidden meanwhile
+        handle = broker.pop_service.change_invisible_time(receipt_handle, 60_000)
         # dead-letter first, then ack: a crash between leaves a copy in both, never in neither
         broker.send_message_back(group, msg, -1)
-        broker.pop_service.ack_message(receipt_handle)
+        broker.pop_service.ack_message(handle)
 
     # -- lifecycle ---------------------------------------------------------------------
 
