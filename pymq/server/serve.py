@@ -42,6 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a half message this old is checked with its producer (default 6000)")
     parser.add_argument("--transaction-check-interval", type=int, default=60_000, metavar="MS",
                         help="how often open half messages are looked at (default 60000)")
+    parser.add_argument("--renew-slice", type=int, default=60_000, metavar="MS",
+                        help="push consumers' messages are hidden this long, renewed while held (default 60000)")
     parser.add_argument("--grace", type=float, default=10.0, metavar="S",
                         help="on SIGTERM, how long in-flight calls may finish (default 10)")
 
@@ -82,7 +84,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         cfg = ServerConfig(host=args.host, port=args.port, advertised_host=args.advertised_host,
                            access_key=args.access_key or None, secret_key=args.secret_key or None,
-                           tls_cert=args.tls_cert, tls_key=args.tls_key, grace_s=args.grace)
+                           tls_cert=args.tls_cert, tls_key=args.tls_key, grace_s=args.grace,
+                           auto_renew_invisible_ms=args.renew_slice)
     except PymqError as e:
         raise PymqError(f"serve: {e}") from None
     store_config = config_for_store(args.store) if os.path.isdir(args.store) else StoreConfig()

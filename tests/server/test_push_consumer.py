@@ -48,3 +48,34 @@ def test_push_consumer_consumes_all_and_retries_failures(server, client_config, 
                 assert seen[b] == [1], (b, seen[b])            # consumed exactly once
     finally:
         consumer.shutdown()
+
+
+def test_slow_listener_keeps_its_message_hidden(server_factory):
+    """auto_renew: a listener slower than the invisible slice does not see its message
+    delivered again (the server renews it while the client holds it)."""
+    from rocketmq import ClientConfiguration, Credentials, FilterExpression, Producer, PushConsumer
+    from rocketmq.v5.consumer.push.message_listener import ConsumeResult, MessageListener
+    srv = server_factory("--renew-slice", "1500")
+    cfg = ClientConfiguration(srv.endpoint, Credentials(), request_timeout=5)
+    calls = []
+
+    class Slow(MessageListener):
+        def consume(self, message):
+            calls.append((message.body, message.delivery_attempt))
+            time.sleep(5)                   # more than three slices
+            return ConsumeResult.SUCCESS
+
+    p = Producer(cfg, ("SlowTopic",))
+    p.startup()
+    consumer = PushConsumer(cfg, "g-slow", Slow(), {"SlowTopic": FilterExpression("*")}, consumption_thread_count=2)
+    consumer.startup()
+    try:
+        p.send(make_message("SlowTopic", b"slow"))
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not calls:
+            time.sleep(0.1)
+        time.sleep(8)
+        assert calls == [(b"slow", 1)]
+    finally:
+        consumer.shutdown()
+        p.shutdown()

@@ -74,3 +74,35 @@ def test_delivery_timestamp_seconds_or_milliseconds():
     sp.delivery_timestamp.seconds = 1_795_000_000_123          # the Python client's millisecond value
     sp.delivery_timestamp.nanos = 0
     assert delivery_time_ms(sp) == 1_795_000_000_123
+
+
+def test_receipt_renewer_maps_and_renews():
+    import asyncio
+    import types
+    from pymq.broker.receipt_handle import InvalidReceiptHandleError
+    from pymq.server.grpc.renewal import ReceiptRenewer
+
+    changes = []
+
+    def change(handle, ms):
+        if handle == "gone":
+            raise InvalidReceiptHandleError("stale")
+        changes.append((handle, ms))
+        return handle + "'"
+
+    async def call(fn, *args):
+        return fn(*args)
+
+    server = types.SimpleNamespace(call=call, stopping=False,
+                                   broker=types.SimpleNamespace(pop_service=types.SimpleNamespace(
+                                       change_invisible_time=change)))
+    r = ReceiptRenewer(server, slice_ms=3000, max_hold_ms=3_600_000)
+    r.hold("c1", "h1", 0)              # due now
+    r.hold("c1", "gone", 0)            # acked elsewhere meanwhile
+    r.hold("c2", "h2", 60_000)         # not due
+    assert asyncio.run(r.renew_due()) == 1
+    assert changes == [("h1", 3000)] and len(r) == 2
+    assert r.release("h1") == "h1'"    # the client's original handle maps to the current one
+    assert r.release("other") == "other"
+    r.drop_client("c2")
+    assert len(r) == 0

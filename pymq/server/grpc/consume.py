@@ -5,8 +5,8 @@ each message hidden from the group for the invisible duration) and long-polls wh
 nothing: up to the request's ``long_polling_timeout`` (clamped as the proxy does, and cut to
 the call's deadline), woken by the store's arrival notifications, not a timer. The answer is
 the stream RocketMQ 5 clients read: a ``status``, the messages, then a ``delivery_timestamp``.
-A push consumer asks for ``auto_renew`` and no invisible duration: it gets
-``auto_renew_invisible_ms`` (pymq does not renew in the background; see docs/server.md).
+A push consumer asks for ``auto_renew`` and no invisible duration: its messages are hidden
+for ``auto_renew_invisible_ms`` and renewed while it holds them (:mod:`.renewal`).
 """
 
 from __future__ import annotations
@@ -83,7 +83,8 @@ class ConsumeActivity:
             if budget < 0:
                 raise RequestError(Code.ILLEGAL_POLLING_TIME, "the deadline leaves no time for polling")
             polling = min(polling, budget)
-        return group, topic, tags, invisible, batch, polling
+        renew = req.auto_renew and not req.HasField("invisible_duration")
+        return group, topic, tags, invisible, batch, polling, renew
 
     async def _pop(self, group, topic, tags, invisible, batch, polling_ms):
         server = self.server
@@ -117,7 +118,7 @@ class ConsumeActivity:
     async def receive_message(self, ctx, req: svc.ReceiveMessageRequest):
         """Async generator of ReceiveMessageResponse items."""
         try:
-            group, topic, tags, invisible, batch, polling = self._check_receive(ctx, req)
+            group, topic, tags, invisible, batch, polling, renew = self._check_receive(ctx, req)
             ctx.require_client_id()
             self.server.clients.register(ctx.client_id)
             result = await self._pop(group, topic, tags, invisible, batch, polling)
@@ -138,6 +139,8 @@ class ConsumeActivity:
             for m in msgs:
                 yield svc.ReceiveMessageResponse(message=to_pb_message(m, invisible_ms=invisible))
                 sent += 1
+                if renew:
+                    self.server.renewer.hold(ctx.client_id, m.receipt_handle, invisible)
             self.server.stats.received += sent
             yield svc.ReceiveMessageResponse(delivery_timestamp=_timestamp_now())
         finally:
@@ -178,7 +181,7 @@ class ConsumeActivity:
             except RequestError as exc:
                 e.status.CopyFrom(status_of(exc))
                 continue
-            handles.append(entry.receipt_handle)
+            handles.append(self.server.renewer.release(entry.receipt_handle))
             slots.append(e)
         if handles:
             outcomes = await self.server.call(self.server.broker.pop_service.ack_messages, handles)
@@ -205,8 +208,9 @@ class ConsumeActivity:
         ms = _duration_ms(req.invisible_duration)
         if ms < 0:
             raise RequestError(Code.ILLEGAL_INVISIBLE_TIME, "invisible duration must not be negative")
+        current = self.server.renewer.release(req.receipt_handle)
         try:
-            handle = await self.server.call(self.server.broker.change_invisible_time, req.receipt_handle, ms)
+            handle = await self.server.call(self.server.broker.change_invisible_time, current, ms)
         except InvalidReceiptHandleError as e:
             raise RequestError(Code.INVALID_RECEIPT_HANDLE, str(e)) from None
         return svc.ChangeInvisibleDurationResponse(status=ok(), receipt_handle=handle)
@@ -219,7 +223,7 @@ class ConsumeActivity:
         topic = names.check_topic(req.topic.name)
         self._check_handle(req.receipt_handle, group, topic)
         try:
-            await self.server.call(self.server.dead_letter, group, req.receipt_handle)
+            await self.server.call(self.server.dead_letter, group, self.server.renewer.release(req.receipt_handle))
         except InvalidReceiptHandleError as e:
             raise RequestError(Code.INVALID_RECEIPT_HANDLE, str(e)) from None
         return svc.ForwardMessageToDeadLetterQueueResponse(status=ok())

@@ -26,6 +26,7 @@ from pymq.broker.receipt_handle import InvalidReceiptHandleError, decode_receipt
 from .auth import Authenticator
 from .consume import ConsumeActivity
 from .groups import GroupView
+from .renewal import ReceiptRenewer
 from .route import RouteActivity
 from .send import SendActivity
 from .server_config import ServerConfig
@@ -71,6 +72,7 @@ class GrpcServer:
         self.consume = ConsumeActivity(self)
         self.telemetry = TelemetryActivity(self)
         self.transactions = TransactionActivity(self)
+        self.renewer = ReceiptRenewer(self, cfg.auto_renew_invisible_ms, cfg.auto_renew_max_ms)
         self._server: Optional[grpc.aio.Server] = None
         self._tasks: list[asyncio.Task] = []
         self.started_at = time.monotonic()
@@ -127,6 +129,7 @@ class GrpcServer:
         self._server = server
         self.transactions.start()
         self._tasks.append(asyncio.ensure_future(self._housekeeping()))
+        self._tasks.append(asyncio.ensure_future(self.renewer.run()))
         return self.port
 
     async def _housekeeping(self) -> None:
@@ -134,6 +137,7 @@ class GrpcServer:
             await asyncio.sleep(HOUSEKEEPING_S)
             for info in self.clients.scan_expired():
                 log.info("client %s (%s) expired", info.client_id, info.client_type)
+                self.renewer.drop_client(info.client_id)
                 if info.channel is not None:
                     info.channel.close()
 

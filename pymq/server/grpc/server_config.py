@@ -31,7 +31,9 @@ class ServerConfig:
     max_long_polling_ms: int = 20_000            # grpcClientConsumerMaxLongPollingTimeoutMillis
     receive_batch_size: int = 32                 # grpcClientConsumerLongPollingBatchSize
     min_invisible_ms: int = 1_000                # below this a receive is refused
-    auto_renew_invisible_ms: int = 60_000        # a push consumer's invisible time (auto_renew)
+    auto_renew_invisible_ms: int = 60_000        # renewSliceTimeMillis: a push consumer's message is
+                                                 # hidden this long, renewed while its client holds it
+    auto_renew_max_ms: int = 3 * 3600_000        # renewed at most this long after the receive
     max_receive_batch: int = 1024
     client_expire_ms: int = 120_000              # a client silent this long is dropped
     producer_max_attempts: int = 3               # producers' backoff policy
