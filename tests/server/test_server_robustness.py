@@ -132,3 +132,19 @@ def test_sigterm_shuts_down_cleanly(server_factory, tmp_path):
         found = [m for qid in s.get_topics()["TermTopic"]
                  for m in s.get_message("g", "TermTopic", qid, 0, 64).messages]
         assert sorted(m.properties["UNIQ_KEY"] for m in found) == sorted(ids)
+
+
+def test_no_auto_create_topic(server_factory):
+    from rocketmq.grpc_protocol import definition_pb2 as pb, service_pb2 as svc, MessagingServiceStub
+    srv = server_factory("--no-auto-create-topic")
+    with grpc.insecure_channel(srv.endpoint) as ch:
+        stub = MessagingServiceStub(ch)
+        route = svc.QueryRouteRequest()
+        route.topic.name = "Unknown"
+        assert stub.QueryRoute(route, timeout=5).status.code == pb.Code.TOPIC_NOT_FOUND
+        req = svc.SendMessageRequest()
+        m = req.messages.add(body=b"x")
+        m.topic.name = "Unknown"
+        m.system_properties.message_id = "ID1"
+        resp = stub.SendMessage(req, metadata=[("x-mq-client-id", "raw")], timeout=5)
+        assert resp.status.code == pb.Code.TOPIC_NOT_FOUND
