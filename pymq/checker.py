@@ -25,7 +25,7 @@ from typing import Callable, Optional
 
 from pymq._core import record
 from pymq._core.index_file import index_file_size
-from pymq.config import StoreConfig, config_for_store
+from pymq.config import StoreConfig, config_for_store, infer_sizes, recorded_sizes
 from pymq.errors import PymqError
 from pymq.message_store import MessageStore
 
@@ -71,20 +71,10 @@ def infer_config(path: str, base: Optional[StoreConfig] = None) -> StoreConfig:
     ``config/storeSizes.json``, and the commit-log segment size and consume-queue entries
     per file read off the files themselves (a store written by RocketMQ has no record)."""
     cfg = dataclasses.replace(base) if base is not None else config_for_store(path)
-    cl = os.path.join(path, "commitlog")
-    names = sorted(n for n in os.listdir(cl) if n.isdigit()) if os.path.isdir(cl) else []
-    if len(names) > 1:
-        cfg.commitlog_file_size = int(names[1]) - int(names[0])
-    elif names:
-        cfg.commitlog_file_size = os.path.getsize(os.path.join(cl, names[0]))
-    cq = os.path.join(path, "consumequeue")
-    if os.path.isdir(cq):
-        for topic in os.listdir(cq):
-            for qid in os.listdir(os.path.join(cq, topic)):
-                files = sorted(n for n in os.listdir(os.path.join(cq, topic, qid)) if n.isdigit())
-                if files:
-                    cfg.consume_queue_entries = os.path.getsize(os.path.join(cq, topic, qid, files[0])) // 20
-                    return cfg
+    index_slots, index_entries = cfg.index_hash_slots, cfg.index_max_entries
+    infer_sizes(path, cfg)
+    if recorded_sizes(path)[0] or base is not None:     # recorded index sizes win over the ratio guess
+        cfg.index_hash_slots, cfg.index_max_entries = index_slots, index_entries
     return cfg
 
 
@@ -108,6 +98,8 @@ class StoreChecker:
         except PymqError as e:
             report.add("store", self.path, f"cannot be opened: {e}")
             return report
+        report.notes.extend(store.open_report)
+        report.notes.extend(f"damaged file set aside by an earlier open: {p}" for p in self._set_aside())
         try:
             self._check_commit_log(store, report)
             self._check_queues(store, report)
@@ -115,6 +107,14 @@ class StoreChecker:
         finally:
             store.shutdown()
         return report
+
+    def _set_aside(self) -> list[str]:
+        """The ``*.corrupt-<ms>`` files an open left when it rebuilt a damaged side file."""
+        out = []
+        for d in (self.path, os.path.join(self.path, "config")):
+            if os.path.isdir(d):
+                out.extend(os.path.join(d, n) for n in sorted(os.listdir(d)) if ".corrupt-" in n)
+        return out
 
     # -- commit log --------------------------------------------------------------------------
 

@@ -81,6 +81,11 @@ class StoreConfig:
     delete_commitlog_files_interval: int = 100    # ms between two deleted segments
     delete_consume_queue_files_interval: int = 100  # ms between two queues' deletions
     delete_files_batch_max: int = 10              # segments one pass deletes at most
+    # A damaged side file (consumer offsets, delay offsets, timer checkpoint or wheel,
+    # checkpoint, store sizes) with no good .bak: by default the store opens anyway with the
+    # file's documented safe default and a logged error (see docs/recovery.md); with
+    # strict_open it refuses to open (CorruptStoreError / SegmentSizeError).
+    strict_open: bool = False
 
     # -- pulling ----------------------------------------------------------------------
     max_transfer_count_on_message_in_memory: int = 32
@@ -203,11 +208,59 @@ def save_sizes(store_path: str, config: "StoreConfig") -> None:
     os.replace(tmp, path)
 
 
-def config_for_store(store_path: str) -> StoreConfig:
-    """RocketMQ's defaults with the file sizes recorded in the store, if any."""
+def recorded_sizes(store_path: str) -> tuple[dict, str | None]:
+    """The sizes in ``config/storeSizes.json`` and what is wrong with the file (None when
+    it is good or missing)."""
     try:
-        with open(sizes_path(store_path)) as f:
-            sizes = json.load(f)
-        return StoreConfig(**{k: int(v) for k, v in sizes.items() if k in SIZE_FIELDS})
-    except (FileNotFoundError, ValueError, TypeError, PymqError):
-        return StoreConfig()
+        with open(sizes_path(store_path), "rb") as f:
+            sizes = json.loads(f.read())
+        if not isinstance(sizes, dict):
+            raise ValueError("not an object")
+        values = {k: int(v) for k, v in sizes.items() if k in SIZE_FIELDS}
+        StoreConfig(**values)
+        return values, None
+    except FileNotFoundError:
+        return {}, None
+    except (ValueError, TypeError, PymqError, UnicodeDecodeError) as e:
+        return {}, f"{sizes_path(store_path)} is unreadable ({e}): file sizes read off the files instead"
+
+
+def infer_sizes(store_path: str, config: StoreConfig) -> StoreConfig:
+    """``config`` with the file sizes read off the store's files: the commit-log segment
+    size, the consume-queue entries per file, and the index sizes when the index file's
+    length fits RocketMQ's ratio of four entries per slot (a store written by RocketMQ has
+    no storeSizes.json)."""
+    cl = os.path.join(store_path, "commitlog")
+    names = sorted(n for n in os.listdir(cl) if n.isdigit()) if os.path.isdir(cl) else []
+    if len(names) > 1:
+        config.commitlog_file_size = int(names[1]) - int(names[0])
+    elif names:
+        config.commitlog_file_size = os.path.getsize(os.path.join(cl, names[0]))
+    cq = os.path.join(store_path, "consumequeue")
+    done = False
+    for topic in (os.listdir(cq) if os.path.isdir(cq) else []):
+        for qid in os.listdir(os.path.join(cq, topic)):
+            qdir = os.path.join(cq, topic, qid)
+            files = sorted(n for n in os.listdir(qdir) if n.isdigit()) if os.path.isdir(qdir) else []
+            if files and os.path.getsize(os.path.join(qdir, files[0])) // 20 > 0:
+                config.consume_queue_entries = os.path.getsize(os.path.join(qdir, files[0])) // 20
+                done = True
+                break
+        if done:
+            break
+    ix = os.path.join(store_path, "index")
+    files = sorted(n for n in os.listdir(ix) if n.isdigit()) if os.path.isdir(ix) else []
+    if files:
+        slots, rest = divmod(os.path.getsize(os.path.join(ix, files[0])) - 40, 84)   # 4 + 4 entries x 20
+        if slots > 0 and rest == 0:
+            config.index_hash_slots, config.index_max_entries = slots, 4 * slots
+    return config
+
+
+def config_for_store(store_path: str) -> StoreConfig:
+    """RocketMQ's defaults with the file sizes recorded in the store, or, when the record
+    is missing or damaged, read off the store's files."""
+    sizes, problem = recorded_sizes(store_path)
+    if sizes and not problem:
+        return StoreConfig(**sizes)
+    return infer_sizes(store_path, StoreConfig())

@@ -17,8 +17,8 @@ from typing import Optional
 from pymq._core.dispatch import CqRouter
 from pymq._core.message import Message
 from pymq._core.record import decode_message_id
-from pymq.config import StoreConfig, config_for_store, save_sizes
-from pymq.errors import CorruptStoreError, DiskFullError, StoreStateError
+from pymq.config import StoreConfig, config_for_store, recorded_sizes, save_sizes
+from pymq.errors import DiskFullError, StoreStateError
 from pymq.results import GetMessageResult
 from pymq.status import BoundaryType, PutMessageStatus
 from pymq.store.allocate_service import AllocateMappedFileService
@@ -68,11 +68,14 @@ class MessageStore:
         if config is not None and not isinstance(config, StoreConfig):
             raise TypeError(f"config must be a pymq.StoreConfig, not {type(config).__name__}")
         self.store_path = os.path.abspath(os.fspath(path))
+        #: what opening found damaged and what it rebuilt or reset (``pymq check`` shows it)
+        self.open_report: list[str] = []
         if os.path.exists(self.store_path) and not os.path.isdir(self.store_path):
             raise StoreStateError(f"{self.store_path} is not a directory")
         # without a config, the file sizes the store was written with (config/storeSizes.json)
         self.config = config if config is not None else config_for_store(self.store_path)
         self.config.validate()
+        self._note(recorded_sizes(self.store_path)[1])
         self.read_only = read_only
         self._running = False
         self._closed = False
@@ -118,6 +121,7 @@ class MessageStore:
         self.index_service.disk_guard = self.disk_guard
 
         self.checkpoint = StoreCheckpoint(root)
+        self._note(self.checkpoint.load_problem)
         self.index_service.checkpoint = self.checkpoint
         self.commit_log.load()
         queues_whole = self.consume_queues.load()
@@ -125,7 +129,7 @@ class MessageStore:
         replay_from = recover(cfg, self.last_exit_ok, self.commit_log, self.consume_queues, self.index_service,
                               self.checkpoint)
         self.consume_queues.apply_floors()
-        self.consumer_offsets.load()
+        self._load_table(self.consumer_offsets)
 
         put = self.commit_log.appender.put
         self.schedule_service = ScheduleMessageService(root, cfg.delay_levels_ms(), self.consume_queues,
@@ -162,8 +166,13 @@ class MessageStore:
                       "space returns and the queues catch up", e)
             self.put_gate.dispatch_incomplete = True
         recover_topic_queue_table(self.commit_log, self.consume_queues)
+        self.schedule_service.offsets.strict = cfg.strict_open
         self.schedule_service.load()
+        self._note(self.schedule_service.offsets.load_problem)
+        self.timer_service.checkpoint.strict = cfg.strict_open
         self.timer_service.load()
+        self._note(self.timer_service.checkpoint.load_problem)
+        self._note(self.timer_service.load_problem)
 
         self.refresh_service = None
         mfq = self.commit_log.mapped_file_queue
@@ -189,11 +198,20 @@ class MessageStore:
 
     def _load_topic_deletions(self, root: str) -> TopicDeletions:
         deletions = TopicDeletions(root)
-        try:
-            deletions.load()
-        except CorruptStoreError as e:     # marks only guard deleted topics' old records
-            log.warning("%s; deleted topics' old records are no longer masked", e)
+        self._load_table(deletions)
         return deletions
+
+    def _load_table(self, table) -> None:
+        """Load a side table under the store's opening rules (``strict_open``; a read-only
+        store never moves a file) and note what had to be given up."""
+        table.strict = self.config.strict_open
+        table.read_only = self.read_only
+        table.load()
+        self._note(table.load_problem)
+
+    def _note(self, problem) -> None:
+        if problem:
+            self.open_report.append(problem)
 
     def _build_clean_service(self) -> CleanResourceService:
         cfg = self.config
@@ -239,7 +257,7 @@ class MessageStore:
         for cq in self.consume_queues.queues():      # entries of deleted segments are gone
             cq.correct_min_offset(min_phy)
         self.index_service.load()
-        self.consumer_offsets.load()
+        self._load_table(self.consumer_offsets)
         self.notifier = MessageArrivingNotifier()
         self.reput_service = None
         self.refresh_service = RefreshService(self.commit_log, self.consume_queues, self.index_service,

@@ -68,7 +68,9 @@ def _log_records(root: str, min_offset: int, max_offset: int) -> tuple[list[dict
     """Every record of the commit log in [min_offset, max_offset), decoded independently
     (blanks crossed, nothing read past the recovered end), and where the walk ended."""
     out = []
-    reach = min_offset
+    reach = max(min_offset, 0)                 # an empty log begins (and ends) at 0
+    if not os.path.isdir(os.path.join(root, "commitlog")):
+        return out, reach                      # killed before the first segment was made
     for start, path in rd.segment_files(os.path.join(root, "commitlog")):
         if start + SIZES["commitlog_file_size"] <= min_offset or start >= max_offset:
             continue

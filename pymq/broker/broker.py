@@ -44,9 +44,9 @@ class Broker(MessageStore):
         try:
             bc = self.broker_config = broker_config if broker_config is not None else BrokerConfig()
             self.topic_config_manager = TopicConfigManager(self.store_path, bc)
-            self.topic_config_manager.load()
+            self._load_table(self.topic_config_manager)
             self.subscription_group_manager = SubscriptionGroupManager(self.store_path, bc)
-            self.subscription_group_manager.load()
+            self._load_table(self.subscription_group_manager)
             self.send_back_service = SendMessageBackService(self, bc)
             self.pop_service = PopMessageService(self, bc)
             self.transaction_service = TransactionalMessageService(self, bc)

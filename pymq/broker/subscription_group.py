@@ -84,6 +84,8 @@ def _parse(text: str) -> tuple[dict[str, SubscriptionGroupConfig], dict]:
 class SubscriptionGroupManager(ConfigManager):
     """The consumer groups of a broker, persisted in ``{root}/config/subscriptionGroup.json``."""
 
+    reset_meaning = "an empty group table: groups are created again with defaults on first use"
+
     def __init__(self, root_dir: str, broker_config) -> None:
         super().__init__()
         self.root_dir = os.fspath(root_dir)

@@ -81,6 +81,8 @@ def _parse(text: str) -> tuple[dict[str, TopicConfig], dict]:
 class TopicConfigManager(ConfigManager):
     """The topics of a broker, persisted in ``{root}/config/topics.json``."""
 
+    reset_meaning = "an empty topic table: topics are created again on first use"
+
     def __init__(self, root_dir: str, broker_config) -> None:
         super().__init__()
         self.root_dir = os.fspath(root_dir)

@@ -16,10 +16,18 @@ from __future__ import annotations
 
 import os
 import threading
+import time
+from typing import Optional
 
 from pymq._core.mapped_file import MappedFile
 
 CHECKPOINT_SIZE = 4096
+_YEAR_MS = 365 * 86_400_000
+
+
+def _plausible(ms: int) -> bool:
+    """0 (unknown), or a time between 2000 and a year from now."""
+    return ms == 0 or 946_684_800_000 <= ms <= time.time() * 1000 + _YEAR_MS
 
 
 class StoreCheckpoint:
@@ -27,11 +35,14 @@ class StoreCheckpoint:
 
     def __init__(self, root: str, read_only: bool = False) -> None:
         self.path = os.path.join(root, "checkpoint")
+        self.load_problem: Optional[str] = None
         exists = os.path.exists(self.path)
         if read_only and not exists:
             self._mf = None
         elif exists and os.path.getsize(self.path) != CHECKPOINT_SIZE:
             # damaged: RocketMQ maps 4096 bytes whatever the length; start afresh (0 = unknown)
+            self.load_problem = (f"{self.path} is {os.path.getsize(self.path)} bytes, not {CHECKPOINT_SIZE}: "
+                                 "a crash recovery, if one is needed, starts at the first segment")
             if read_only:
                 self._mf = None
             else:
@@ -42,9 +53,17 @@ class StoreCheckpoint:
         if self._mf is not None:
             self._mf.set_positions(CHECKPOINT_SIZE)
         self._lock = threading.Lock()
+        if self._mf is not None and not self.load_problem and not all(map(_plausible, self._raw())):
+            self.load_problem = (f"{self.path} holds impossible times {self._raw()}: taken as unknown, so a "
+                                 "crash recovery, if one is needed, starts at the first segment")
+
+    def _raw(self) -> tuple[int, int, int]:
+        return tuple(self._mf.get_long(pos) for pos in (0, 8, 16))
 
     def _get(self, pos: int) -> int:
-        return self._mf.get_long(pos) if self._mf is not None else 0
+        """A timestamp; 0 (unknown) for a value no clock could have written (garbage)."""
+        value = self._mf.get_long(pos) if self._mf is not None else 0
+        return value if _plausible(value) else 0
 
     def _set(self, pos: int, value: int) -> None:
         with self._lock:

@@ -44,6 +44,9 @@ class CommitLog:
     # -- lifecycle -------------------------------------------------------------------------
 
     def load(self) -> None:
+        """Map the segments; a writer makes sure ``commitlog/`` exists (``ensureDirOK``),
+        so a store killed before its first put is still a store."""
+        os.makedirs(self.mapped_file_queue.store_path, exist_ok=True)
         self.mapped_file_queue.load()
 
     def _scan_end(self, mf: MappedFile) -> int:

@@ -22,9 +22,12 @@ How it differs from RocketMQ:
   text.
 * A damaged ``{path}`` is never rotated into ``{path}.bak``, so one bad write cannot
   destroy the last good copy.
-* ``load`` raises :class:`~pymq.errors.CorruptStoreError` when both files exist but
-  neither is readable, instead of returning ``false`` and carrying on with an empty
-  table.
+* When both files exist but neither is readable, ``load`` raises
+  :class:`~pymq.errors.CorruptStoreError` if ``strict`` (the class default, and
+  ``StoreConfig(strict_open=True)`` for a store's tables); otherwise it sets both files
+  aside as ``*.corrupt-<ms>``, logs an error, records ``load_problem`` and starts with an
+  empty table, the subclass's documented safe default (RocketMQ carries on with an empty
+  table silently).
 * Change tracking (``dirty``) lets a persist service skip writes when nothing changed.
 """
 
@@ -38,6 +41,7 @@ import math
 import os
 import re
 import threading
+import time
 from collections.abc import Mapping
 from json.decoder import scanstring as _scanstring
 from typing import Any, Optional
@@ -291,6 +295,16 @@ def _fsync_dir(directory: str) -> None:
         os.close(fd)
 
 
+def _set_aside(path: str) -> Optional[str]:
+    """Rename a damaged ``path`` to ``{path}.corrupt-<ms>`` (kept for a person to look
+    at); returns the new name, or None when there was no file."""
+    if not os.path.exists(path):
+        return None
+    aside = f"{path}.corrupt-{int(time.time() * 1000)}"
+    os.replace(path, aside)
+    return aside
+
+
 def _remove_if_exists(path: str) -> None:
     try:
         os.unlink(path)
@@ -308,7 +322,16 @@ class ConfigManager(abc.ABC):
     :meth:`_mark_changed` under it whenever the table changes.
     """
 
+    #: raise CorruptStoreError when neither the file nor its .bak can be read (the store
+    #: sets it from StoreConfig.strict_open); otherwise start with an empty table
+    strict = True
+    #: a read-only owner: a damaged file is not moved aside
+    read_only = False
+    #: what an empty table means, for the message logged when one had to be used
+    reset_meaning = "an empty table"
+
     def __init__(self) -> None:
+        self.load_problem: Optional[str] = None     # what a non-strict load had to give up
         self._lock = threading.RLock()          # guards the subclass's table and counters
         self._persist_lock = threading.Lock()   # one persist at a time
         self._changes = 0                       # bumped by every change of the table
@@ -390,9 +413,19 @@ class ConfigManager(abc.ABC):
         if main_problem is _MISSING and bak_problem is _MISSING:
             self._good_stat = None        # a new store: nothing to load
             return True
-        raise CorruptStoreError(
-            f"cannot load {type(self).__name__}: {path} is {main_problem} and {bak} is "
-            f"{bak_problem}; restore one of them, or delete both to start with an empty table")
+        why = (f"cannot load {type(self).__name__}: {path} is {main_problem} and {bak} is "
+               f"{bak_problem}")
+        if self.strict:
+            raise CorruptStoreError(f"{why}; restore one of them, or delete both to start with an empty table")
+        # not strict: one damaged side file must not lock the user out of the store
+        self._good_stat = None
+        kept = [] if self.read_only else [p for p in (path, bak) if _set_aside(p)]
+        self.load_problem = (f"{why}; started with {self.reset_meaning}"
+                             + (f" (damaged files kept as {', '.join(kept)})" if kept else ""))
+        log.error("%s", self.load_problem)
+        with self._lock:
+            self._mark_changed()
+        return True
 
     def _try_load(self, path: str) -> tuple[Optional[str], Optional[tuple[int, int, int, int]]]:
         """Decode ``path``; return (None, stat) on success or (what is wrong, None)."""

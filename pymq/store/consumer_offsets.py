@@ -111,6 +111,9 @@ class ConsumerOffsetManager(ConfigManager):
     :class:`ConsumerOffsetPersistService` (or call :meth:`persist`) to write changes.
     """
 
+    reset_meaning = ("no committed offsets: every group starts where its consume-from policy says, "
+                     "as a new group does")
+
     def __init__(self, root_dir: Union[str, "os.PathLike[str]"]) -> None:
         """``root_dir`` is the store root; the file is ``{root_dir}/config/consumerOffset.json``."""
         super().__init__()

@@ -28,6 +28,9 @@ def _parse(text: str) -> dict[int, int]:
 class DelayOffsetManager(ConfigManager):
     """Per delay level, the next SCHEDULE_TOPIC_XXXX queue offset to deliver."""
 
+    reset_meaning = ("every delay level at its queue's start: delayed messages still stored are "
+                     "delivered again when due")
+
     def __init__(self, root_dir: str) -> None:
         super().__init__()
         self.root_dir = os.fspath(root_dir)

@@ -41,6 +41,7 @@ from typing import Callable, Optional
 
 from pymq._core.mapped_file import MappedFile
 from pymq._core.message import Message
+from pymq.errors import CorruptStoreError, SegmentSizeError
 
 from .config_manager import ConfigManager, dumps_fastjson, loads_fastjson
 from .mapped_file_queue import MappedFileQueue
@@ -58,6 +59,9 @@ _DROP_ON_DELIVERY = ("REAL_TOPIC", "REAL_QID", "TIMER_DELAY_SEC", "TIMER_DELAY_M
 
 class TimerCheckpoint(ConfigManager):
     """``config/timerCheckpoint.json``: enqueue progress and delivery progress."""
+
+    reset_meaning = ("the timer queue taken in again from its start: timer messages still stored "
+                     "are delivered again when due")
 
     def __init__(self, root_dir: str) -> None:
         super().__init__()
@@ -129,6 +133,8 @@ class TimerMessageService(ServiceThread):
         self.delivered = 0
         # (real topic, commit-log offset) -> True when the topic was deleted after the put
         self.stale: Callable[[str, int], bool] = lambda topic, offset: False
+        self.load_problem: Optional[str] = None       # what a damaged wheel made load rebuild
+        self._skip_before_ms = -1
         self._wait_s = 1.0
         self._due: list = []            # sorted (due ms, offset, size) of the current second
         self._due_second = None
@@ -136,12 +142,64 @@ class TimerMessageService(ServiceThread):
     # -- files -------------------------------------------------------------------------------
 
     def load(self) -> None:
-        """Open the wheel, log and checkpoint if this store ever had timer messages."""
-        if os.path.exists(os.path.join(self.root, "timerwheel")):
-            self._open_files()
+        """Open the wheel, log and checkpoint if this store ever had timer messages.
+
+        A wheel of the wrong length (truncated, emptied) is rebuilt unless ``strict``:
+        wheel and timer log are set aside, and the timer queue is taken in again from its
+        start; timers due in seconds the checkpoint says were delivered are skipped."""
         self.checkpoint.load()
+        if os.path.exists(os.path.join(self.root, "timerwheel")):
+            try:
+                self._open_files()
+                why = self._wheel_damage()
+                if why is not None:
+                    if self.checkpoint.strict:
+                        raise CorruptStoreError(why)
+                    self.wheel.close()
+                    self.timer_log.shutdown()
+                    self.wheel = None
+                    self._rebuild(why)
+            except SegmentSizeError as e:
+                if self.checkpoint.strict:
+                    raise
+                self._rebuild(str(e))
         if self.checkpoint.second < 0:
             self.checkpoint.update(second=int(time.time()) - 1)
+
+    def _wheel_damage(self, sample: int = 1024) -> Optional[str]:
+        """Why the wheel does not index the newest units of the timer log (zeroed or
+        garbage slots), or None. Units of seconds not delivered yet must be in the slot
+        of their second."""
+        files = self.timer_log.mapped_files
+        if not files:
+            return None
+        delivered = self.checkpoint.second
+        seen = 0
+        for mf in reversed(files):
+            pos = mf.wrote_position - UNIT_SIZE
+            while pos >= 0 and seen < sample:
+                _prev, due, _offset, _size, _magic = UNIT.unpack(mf.read(pos, UNIT_SIZE))
+                second = due // 1000
+                if second > delivered:
+                    _first, last, num = self._slot(second)
+                    if num <= 0 or last < 0:
+                        return f"{self.wheel.file_name} does not index the timer message due at {due}"
+                seen += 1
+                pos -= UNIT_SIZE
+        return None
+
+    def _rebuild(self, why: str) -> None:
+        stamp = int(time.time() * 1000)
+        for name in ("timerwheel", "timerlog"):
+            path = os.path.join(self.root, name)
+            if os.path.exists(path):
+                os.replace(path, f"{path}.corrupt-{stamp}")
+        delivered_before = self.checkpoint.second if self.checkpoint.load_problem is None else -1
+        self._skip_before_ms = delivered_before * 1000 if delivered_before > 0 else -1
+        self.checkpoint.update(enqueue_offset=0)
+        self.load_problem = (f"{why}: the timer wheel is rebuilt from the timer queue (damaged files kept "
+                             f"as *.corrupt-{stamp})")
+        log.error("%s", self.load_problem)
 
     def _open_files(self) -> None:
         path = os.path.join(self.root, "timerwheel")
@@ -211,7 +269,8 @@ class TimerMessageService(ServiceThread):
             if unit is None:
                 break
             phy, size, due = unit
-            self._enqueue_unit(due, phy, size)
+            if due >= self._skip_before_ms:      # a rebuild skips what was delivered already
+                self._enqueue_unit(due, phy, size)
             offset += 1
             n += 1
         if n:

@@ -35,6 +35,8 @@ def _parse(text: str) -> dict[str, int]:
 class TopicDeletions(ConfigManager):
     """``{topic: commit-log offset at its deletion}``."""
 
+    reset_meaning = "no deletion marks: a replay may bring old records of a deleted topic back"
+
     def __init__(self, root_dir: str) -> None:
         super().__init__()
         self.root_dir = os.fspath(root_dir)
