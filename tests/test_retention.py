@@ -310,3 +310,32 @@ def test_pending_delayed_and_timer_messages_of_a_deleted_topic_are_dropped(tmp_p
         time.sleep(0.5)                              # the timer's second is over too
         assert s.get_max_offset_in_queue("Kept", 0) == 1       # delivery works ...
         assert [m.body for m in s.get_message("g", "Gone", 0, 0).messages] == [b"new"]   # ... not for Gone
+
+
+def test_timer_log_files_of_delivered_timers_are_deleted_pending_ones_kept(tmp_path):
+    path = tmp_path / "s"
+    config = cfg(timer_log_file_size=4096)              # 128 timer units per file
+    with pymq.MessageStore(path, config) as s:
+        now = int(time.time() * 1000)
+        for i in range(300):
+            assert s.put_message(pymq.Message("Soon", b"s%d" % i, deliver_time_ms=now + 300)).is_ok()
+        deadline = time.monotonic() + 10
+        while s.get_max_offset_in_queue("Soon", 0) < 300 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert s.get_max_offset_in_queue("Soon", 0) == 300
+        far = now + 3_600_000
+        for i in range(200):
+            assert s.put_message(pymq.Message("Later", b"l%d" % i, deliver_time_ms=far)).is_ok()
+        deadline = time.monotonic() + 10
+        while s.timer_service.checkpoint.enqueue_offset < 500 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(1.1)                                   # the delivered seconds are closed
+        before = len(s.timer_service.timer_log.mapped_files)
+        deleted = s.delete_expired_files()["timer_log"]
+        assert deleted >= 1 and len(s.timer_service.timer_log.mapped_files) == before - deleted
+        # every file left holds a pending unit (or is the one appended to)
+        assert s.timer_service.delete_unneeded_files() == 0
+    with pymq.MessageStore(path, config) as s:            # the pending timers survive
+        assert s.open_report == []
+        units = s.timer_service._units(far // 1000)
+        assert len(units) == 200

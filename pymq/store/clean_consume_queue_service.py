@@ -52,7 +52,7 @@ class CleanConsumeQueueService:
             if self.topic_deletions is not None:
                 self.topic_deletions.prune(min_phy)
             self.last_phy_min = min_phy
-        if self.timer_service is not None and hasattr(self.timer_service, "delete_unneeded_files"):  # TODO
+        if self.timer_service is not None:
             out["timer_log"] = self.timer_service.delete_unneeded_files()
         self.deleted_queue_files += out["consume_queue"]
         self.deleted_index_files += out["index"]

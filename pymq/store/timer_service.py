@@ -135,6 +135,9 @@ class TimerMessageService(ServiceThread):
         self.stale: Callable[[str, int], bool] = lambda topic, offset: False
         self.load_problem: Optional[str] = None       # what a damaged wheel made load rebuild
         self._skip_before_ms = -1
+        # timer-log file start -> the latest second any of its units is filed under
+        self._file_seconds: dict[int, int] = {}
+        self._opened_second = -1
         self._wait_s = 1.0
         self._due: list = []            # sorted (due ms, offset, size) of the current second
         self._due_second = None
@@ -165,6 +168,29 @@ class TimerMessageService(ServiceThread):
                 self._rebuild(str(e))
         if self.checkpoint.second < 0:
             self.checkpoint.update(second=int(time.time()) - 1)
+        self._opened_second = self.checkpoint.second
+
+    def delete_unneeded_files(self) -> int:
+        """Retention: delete the timer-log files (oldest first, never the one appended
+        to) whose units are all filed under seconds delivered already. Returns how many.
+
+        A unit is filed under its due second, or under the second being delivered when it
+        came in late; the latest such second of each file is noted as units are appended
+        (files from before the last open count every unit's due second and the second
+        delivered at that open). Pending chains never cross a deleted file."""
+        delivered = self.checkpoint.second          # seconds before it are all delivered
+        return len(self.timer_log.delete_first_files(lambda mf: self._file_second(mf) < delivered))
+
+    def _file_second(self, mf) -> int:
+        second = self._file_seconds.get(mf.file_from_offset)
+        if second is None:                          # a file from before this open
+            second = self._opened_second
+            pos = 0
+            while pos + UNIT_SIZE <= mf.wrote_position:
+                second = max(second, UNIT.unpack(mf.read(pos, UNIT_SIZE))[1] // 1000)
+                pos += UNIT_SIZE
+            self._file_seconds[mf.file_from_offset] = second
+        return second
 
     def _wheel_damage(self, sample: int = 1024) -> Optional[str]:
         """Why the wheel does not index the newest units of the timer log (zeroed or
@@ -228,6 +254,7 @@ class TimerMessageService(ServiceThread):
         second = max(due_ms // 1000, self.checkpoint.second)
         first, last, num = self._slot(second)
         mf = self.timer_log.get_last_mapped_file(0, need_create=True)
+        self._file_seconds[mf.file_from_offset] = max(self._file_seconds.get(mf.file_from_offset, -1), second)
         pos = mf.file_from_offset + mf.wrote_position
         mf.append_message(UNIT.pack(last, due_ms, offset, size, MAGIC_DEFAULT))
         self.wheel.write_at((second % self.slots_total) * SLOT.size,
