@@ -9,6 +9,7 @@ protocol's code, before anything is written.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import time
 import zlib
@@ -38,6 +39,16 @@ SYSTEM_PROPERTIES = frozenset({
 _MS_IN_SECONDS_FIELD = 100_000_000_000
 
 
+_GZIP = pb.Encoding.GZIP
+_FIFO = pb.MessageType.FIFO
+_DELAY = pb.MessageType.DELAY
+
+
+@functools.lru_cache(maxsize=4096)
+def _write_topic(name: str) -> str:
+    return names.check_topic(name, for_write=True)
+
+
 def now_ms() -> int:
     """Wall-clock milliseconds."""
     return time.time_ns() // 1_000_000
@@ -61,10 +72,10 @@ def delivery_time_ms(sp) -> Optional[int]:
 def to_store_message(m: pb.Message, *, max_body_size: int, max_delay_ms: int, born_host: str,
                      transactional: bool = False) -> Message:
     """A pymq :class:`Message` from the protocol message ``m`` (queue chosen later)."""
-    topic = names.check_topic(m.topic.name, for_write=True)
+    topic = _write_topic(m.topic.name)
     sp = m.system_properties
     body = m.body
-    if sp.body_encoding == pb.Encoding.GZIP:
+    if sp.body_encoding == _GZIP:
         try:
             body = gzip.decompress(body)
         except Exception:
@@ -78,24 +89,26 @@ def to_store_message(m: pb.Message, *, max_body_size: int, max_delay_ms: int, bo
     if not msg_id or len(msg_id) > 128 or not msg_id.isalnum():
         raise RequestError(Code.ILLEGAL_MESSAGE_ID, f"message id {msg_id!r} is illegal")
     props: dict[str, str] = {}
-    size = 0
-    for k, v in m.user_properties.items():
-        if k in SYSTEM_PROPERTIES:
-            raise RequestError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"property {k!r} is reserved by the system")
-        names.check_property(k, v)
-        props[k] = v
-        size += len(k) + len(v)
-    if size > 16 * 1024:
-        raise RequestError(Code.MESSAGE_PROPERTIES_TOO_LARGE, "user properties exceed 16 KiB")
+    user = m.user_properties
+    if user:
+        size = 0
+        for k, v in user.items():
+            if k in SYSTEM_PROPERTIES:
+                raise RequestError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"property {k!r} is reserved by the system")
+            names.check_property(k, v)
+            props[k] = v
+            size += len(k) + len(v)
+        if size > 16 * 1024:
+            raise RequestError(Code.MESSAGE_PROPERTIES_TOO_LARGE, "user properties exceed 16 KiB")
     props["UNIQ_KEY"] = msg_id
     tag = names.check_tag(sp.tag) if sp.tag else None
-    keys = [names.check_key(k) for k in sp.keys] or None
+    keys = [names.check_key(k) for k in sp.keys] or None if sp.keys else None
     group = names.check_message_group(sp.message_group) if sp.HasField("message_group") else None
     deliver = delivery_time_ms(sp)
     mtype = sp.message_type
-    if mtype == pb.MessageType.FIFO and group is None:
+    if mtype == _FIFO and group is None:
         raise RequestError(Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, "a FIFO message needs a message group")
-    if mtype == pb.MessageType.DELAY and deliver is None:
+    if mtype == _DELAY and deliver is None:
         raise RequestError(Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, "a DELAY message needs a delivery timestamp")
     if transactional and (group is not None or deliver is not None):
         raise RequestError(Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
