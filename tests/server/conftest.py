@@ -40,6 +40,18 @@ def write_groups(store: str, groups: dict) -> None:
         json.dump(doc, f)
 
 
+def prepare_store(path: str) -> None:
+    """Create the store with test-sized files (16 MiB commit-log segments, small queue and
+    index files) unless it exists; ``pymq serve`` keeps the sizes recorded in
+    ``config/storeSizes.json`` (the defaults would allocate 1 GiB segments per test)."""
+    if os.path.exists(os.path.join(path, "config", "storeSizes.json")):
+        return
+    import pymq
+    cfg = pymq.StoreConfig(commitlog_file_size=16 * 1024 * 1024, consume_queue_entries=20_000,
+                           index_hash_slots=20_000, index_max_entries=400_000, warm_mapped_file_enable=False)
+    pymq.MessageStore(path, cfg).shutdown()
+
+
 class ServerProcess:
     """``pymq serve`` in a subprocess; ``endpoint`` is ``127.0.0.1:PORT``."""
 
@@ -55,6 +67,7 @@ class ServerProcess:
         return f"127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 30.0) -> "ServerProcess":
+        prepare_store(self.store)
         cmd = [sys.executable, "-m", "pymq", "serve", "--store", self.store, "--port", str(self.port), *self.extra]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         deadline = time.monotonic() + timeout
