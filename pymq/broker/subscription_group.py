@@ -17,11 +17,9 @@ A group unknown to the table is created on first use when
 from __future__ import annotations
 
 import dataclasses
-import os
-import time
 from typing import Any, Optional
 
-from pymq.store.config_manager import ConfigManager, dumps_fastjson, loads_fastjson
+from .data_version_table import DataVersionTable
 
 _KEYS = (("group_name", "groupName"), ("consume_enable", "consumeEnable"),
          ("consume_from_min_enable", "consumeFromMinEnable"),
@@ -72,89 +70,38 @@ class SubscriptionGroupConfig:
         return cfg
 
 
-def _parse(text: str) -> tuple[dict[str, SubscriptionGroupConfig], dict]:
-    doc = loads_fastjson(text)
-    if not isinstance(doc, dict) or not isinstance(doc.get("subscriptionGroupTable", {}), dict):
-        raise ValueError("not a subscription group table")
-    table = {n: SubscriptionGroupConfig.from_json(n, g) for n, g in doc.get("subscriptionGroupTable", {}).items()}
-    version = doc.get("dataVersion") if isinstance(doc.get("dataVersion"), dict) else {}
-    return table, version
-
-
-class SubscriptionGroupManager(ConfigManager):
+class SubscriptionGroupManager(DataVersionTable):
     """The consumer groups of a broker, persisted in ``{root}/config/subscriptionGroup.json``."""
 
     reset_meaning = "an empty group table: groups are created again with defaults on first use"
+    file_name = "subscriptionGroup.json"
+    table_key = "subscriptionGroupTable"
 
-    def __init__(self, root_dir: str, broker_config) -> None:
-        super().__init__()
-        self.root_dir = os.fspath(root_dir)
-        self.broker_config = broker_config
-        self._table: dict[str, SubscriptionGroupConfig] = {}
-        self._version = {"timestamp": int(time.time() * 1000), "counter": 0}
+    def entry_from_json(self, name: str, doc: dict) -> SubscriptionGroupConfig:
+        return SubscriptionGroupConfig.from_json(name, doc)
 
-    def config_file_path(self) -> str:
-        return os.path.join(self.root_dir, "config", "subscriptionGroup.json")
-
-    def encode(self, pretty: bool = True) -> str:
-        with self._lock:
-            return dumps_fastjson({"subscriptionGroupTable": {n: g.to_json() for n, g in sorted(self._table.items())},
-                                   "dataVersion": dict(self._version)}, pretty)
-
-    def decode(self, text: str) -> None:
-        table, version = _parse(text)
-        with self._lock:
-            self._table = table
-            if version:
-                self._version = {"timestamp": int(version.get("timestamp", 0)),
-                                 "counter": int(version.get("counter", 0))}
-            self._mark_changed()
-
-    def validate(self, text: str) -> None:
-        _parse(text)
-
-    def _changed(self) -> None:
-        with self._lock:
-            self._version = {"timestamp": int(time.time() * 1000), "counter": self._version["counter"] + 1}
-            self._mark_changed()
-        self.persist()
+    @staticmethod
+    def entry_name(entry: SubscriptionGroupConfig) -> str:
+        return entry.group_name
 
     def find_subscription_group_config(self, group: str) -> Optional[SubscriptionGroupConfig]:
         """The group's config; created with the broker's defaults when it is new and
         ``auto_create_subscription_group`` is on, else None."""
-        with self._lock:
-            cfg = self._table.get(group)
+        cfg = self.get(group)
         if cfg is not None or not self.broker_config.auto_create_subscription_group:
             return cfg
         bc = self.broker_config
-        return self._create(SubscriptionGroupConfig(group, retry_max_times=bc.max_reconsume_times,
-                                                    retry_queue_nums=bc.retry_queue_nums))
+        return self.put_if_absent(SubscriptionGroupConfig(group, retry_max_times=bc.max_reconsume_times,
+                                                          retry_queue_nums=bc.retry_queue_nums))
 
     def update_subscription_group_config(self, cfg: SubscriptionGroupConfig) -> SubscriptionGroupConfig:
         """Create or replace a group (mqadmin's updateSubGroup), e.g. to flag it FIFO."""
         if not isinstance(cfg.group_name, str) or not cfg.group_name:
             raise ValueError("group_name must be a non-empty str")
-        with self._lock:
-            self._table[cfg.group_name] = cfg
-        self._changed()
-        return cfg
+        return self.put(cfg)
 
     def delete_subscription_group_config(self, group: str) -> bool:
-        with self._lock:
-            gone = self._table.pop(group, None) is not None
-        if gone:
-            self._changed()
-        return gone
+        return self.remove(group)
 
     def groups(self) -> dict[str, SubscriptionGroupConfig]:
-        with self._lock:
-            return dict(self._table)
-
-    def _create(self, cfg: SubscriptionGroupConfig) -> SubscriptionGroupConfig:
-        with self._lock:
-            existing = self._table.get(cfg.group_name)
-            if existing is not None:
-                return existing
-            self._table[cfg.group_name] = cfg
-        self._changed()
-        return cfg
+        return self.entries()

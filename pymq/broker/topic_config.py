@@ -16,12 +16,11 @@ dead-letter topics (``%DLQ%group``, write-only, 1 queue) are created on first us
 from __future__ import annotations
 
 import dataclasses
-import os
-import time
 from typing import Optional
 
 from pymq._core.appender import validate_topic
-from pymq.store.config_manager import ConfigManager, dumps_fastjson, loads_fastjson
+
+from .data_version_table import DataVersionTable
 
 PERM_INHERIT = 1
 PERM_WRITE = 2
@@ -69,68 +68,26 @@ class TopicConfig:
         return bool(self.perm & PERM_WRITE)
 
 
-def _parse(text: str) -> tuple[dict[str, TopicConfig], dict]:
-    doc = loads_fastjson(text)
-    if not isinstance(doc, dict) or not isinstance(doc.get("topicConfigTable", {}), dict):
-        raise ValueError("not a topic config table")
-    table = {name: TopicConfig.from_json(name, tc) for name, tc in doc.get("topicConfigTable", {}).items()}
-    version = doc.get("dataVersion") if isinstance(doc.get("dataVersion"), dict) else {}
-    return table, version
-
-
-class TopicConfigManager(ConfigManager):
+class TopicConfigManager(DataVersionTable):
     """The topics of a broker, persisted in ``{root}/config/topics.json``."""
 
     reset_meaning = "an empty topic table: topics are created again on first use"
+    file_name = "topics.json"
+    table_key = "topicConfigTable"
 
-    def __init__(self, root_dir: str, broker_config) -> None:
-        super().__init__()
-        self.root_dir = os.fspath(root_dir)
-        self.broker_config = broker_config
-        self._table: dict[str, TopicConfig] = {}
-        self._version = {"timestamp": int(time.time() * 1000), "counter": 0}
+    def entry_from_json(self, name: str, doc: dict) -> TopicConfig:
+        return TopicConfig.from_json(name, doc)
 
-    # -- ConfigManager -------------------------------------------------------------------
-
-    def config_file_path(self) -> str:
-        return os.path.join(self.root_dir, "config", "topics.json")
-
-    def encode(self, pretty: bool = True) -> str:
-        with self._lock:
-            return dumps_fastjson({"topicConfigTable": {n: tc.to_json() for n, tc in sorted(self._table.items())},
-                                   "dataVersion": dict(self._version)}, pretty)
-
-    def decode(self, text: str) -> None:
-        table, version = _parse(text)
-        with self._lock:
-            self._table = table
-            if version:
-                self._version = {"timestamp": int(version.get("timestamp", 0)),
-                                 "counter": int(version.get("counter", 0))}
-            self._mark_changed()
-
-    def validate(self, text: str) -> None:
-        _parse(text)
-
-    def _changed(self) -> None:
-        """Bump the data version and write the table (call without the lock)."""
-        with self._lock:
-            self._version = {"timestamp": int(time.time() * 1000), "counter": self._version["counter"] + 1}
-            self._mark_changed()
-        self.persist()
-
-    # -- queries -------------------------------------------------------------------------
+    @staticmethod
+    def entry_name(entry: TopicConfig) -> str:
+        return entry.topic_name
 
     def select_topic_config(self, topic: str) -> Optional[TopicConfig]:
         """The topic's config, or None when the broker does not know it."""
-        with self._lock:
-            return self._table.get(topic)
+        return self.get(topic)
 
     def topics(self) -> dict[str, TopicConfig]:
-        with self._lock:
-            return dict(self._table)
-
-    # -- changes -------------------------------------------------------------------------
+        return self.entries()
 
     def update_topic_config(self, tc: TopicConfig) -> TopicConfig:
         """Create or replace a topic (mqadmin's updateTopic); the name is validated."""
@@ -139,44 +96,28 @@ class TopicConfigManager(ConfigManager):
             raise ValueError(why)
         if tc.read_queue_nums < 1 or tc.write_queue_nums < 1 or not 0 <= tc.perm <= 7:
             raise ValueError("queue numbers must be >= 1 and perm in 0..7")
-        with self._lock:
-            self._table[tc.topic_name] = tc
-        self._changed()
-        return tc
+        return self.put(tc)
 
     def delete_topic_config(self, topic: str) -> bool:
-        with self._lock:
-            gone = self._table.pop(topic, None) is not None
-        if gone:
-            self._changed()
-        return gone
+        return self.remove(topic)
 
     def create_topic_in_send_message_method(self, topic: str, queue_nums: Optional[int] = None,
                                             perm: int = PERM_READ | PERM_WRITE) -> Optional[TopicConfig]:
         """The topic's config, created with ``queue_nums`` (the broker's default) when it
         is new and ``auto_create_topic_enable`` is on; None when it may not be created."""
-        tc = self.select_topic_config(topic)
+        tc = self.get(topic)
         if tc is not None:
             return tc
         if not self.broker_config.auto_create_topic_enable:
             return None
         n = queue_nums or self.broker_config.default_topic_queue_nums
-        return self._create(TopicConfig(topic, n, n, perm))
+        return self.put_if_absent(TopicConfig(topic, n, n, perm))
 
     def create_topic_of_group(self, topic: str, queue_nums: int, perm: int) -> TopicConfig:
         """A group's retry or dead-letter topic, created on first use whatever the
         auto-creation switch (``createTopicInSendMessageBackMethod``)."""
-        tc = self.select_topic_config(topic)
-        return tc if tc is not None else self._create(TopicConfig(topic, queue_nums, queue_nums, perm))
-
-    def _create(self, tc: TopicConfig) -> TopicConfig:
-        with self._lock:
-            existing = self._table.get(tc.topic_name)
-            if existing is not None:
-                return existing
-            self._table[tc.topic_name] = tc
-        self._changed()
-        return tc
+        tc = self.get(topic)
+        return tc if tc is not None else self.put_if_absent(TopicConfig(topic, queue_nums, queue_nums, perm))
 
 
 def retry_topic(group: str) -> str:

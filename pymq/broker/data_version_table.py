@@ -1,0 +1,113 @@
+"""DataVersionTable: a broker table of named entries with RocketMQ's ``dataVersion``.
+
+``topics.json`` and ``subscriptionGroup.json`` share one shape (fastjson, written
+atomically with a ``.bak`` by :class:`~pymq.store.config_manager.ConfigManager`)::
+
+    {"<table key>": {"<name>": {...entry...}, ...},
+     "dataVersion": {"timestamp": <ms of the last change>, "counter": <changes>}}
+
+A subclass names the table key and converts one entry to and from JSON; this class keeps
+the entries, bumps the data version on every change and writes the file at once.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Optional
+
+from pymq.store.config_manager import ConfigManager, dumps_fastjson, loads_fastjson
+
+
+class DataVersionTable(ConfigManager):
+    """Named entries persisted in ``{root}/config/{file_name}``."""
+
+    file_name = ""          # e.g. "topics.json"
+    table_key = ""          # e.g. "topicConfigTable"
+
+    def __init__(self, root_dir: str, broker_config) -> None:
+        super().__init__()
+        self.root_dir = os.fspath(root_dir)
+        self.broker_config = broker_config
+        self._table: dict[str, Any] = {}
+        self._version = {"timestamp": int(time.time() * 1000), "counter": 0}
+
+    # -- what a subclass provides ----------------------------------------------------------
+
+    def entry_from_json(self, name: str, doc: dict) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    @staticmethod
+    def entry_name(entry: Any) -> str:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    # -- ConfigManager -------------------------------------------------------------------
+
+    def config_file_path(self) -> str:
+        return os.path.join(self.root_dir, "config", self.file_name)
+
+    def _parse(self, text: str) -> tuple[dict[str, Any], dict]:
+        doc = loads_fastjson(text)
+        if not isinstance(doc, dict) or not isinstance(doc.get(self.table_key, {}), dict):
+            raise ValueError(f"not a {self.table_key}")
+        table = {n: self.entry_from_json(n, e) for n, e in doc.get(self.table_key, {}).items()}
+        version = doc.get("dataVersion") if isinstance(doc.get("dataVersion"), dict) else {}
+        return table, version
+
+    def encode(self, pretty: bool = True) -> str:
+        with self._lock:
+            return dumps_fastjson({self.table_key: {n: e.to_json() for n, e in sorted(self._table.items())},
+                                   "dataVersion": dict(self._version)}, pretty)
+
+    def decode(self, text: str) -> None:
+        table, version = self._parse(text)
+        with self._lock:
+            self._table = table
+            if version:
+                self._version = {"timestamp": int(version.get("timestamp", 0)),
+                                 "counter": int(version.get("counter", 0))}
+            self._mark_changed()
+
+    def validate(self, text: str) -> None:
+        self._parse(text)
+
+    # -- entries -------------------------------------------------------------------------
+
+    def _changed(self) -> None:
+        """Bump the data version and write the table (call without the lock)."""
+        with self._lock:
+            self._version = {"timestamp": int(time.time() * 1000), "counter": self._version["counter"] + 1}
+            self._mark_changed()
+        self.persist()
+
+    def get(self, name: str) -> Optional[Any]:
+        with self._lock:
+            return self._table.get(name)
+
+    def entries(self) -> dict[str, Any]:
+        with self._lock:
+            return dict(self._table)
+
+    def put(self, entry: Any) -> Any:
+        """Create or replace an entry."""
+        with self._lock:
+            self._table[self.entry_name(entry)] = entry
+        self._changed()
+        return entry
+
+    def put_if_absent(self, entry: Any) -> Any:
+        """The entry of that name, created from ``entry`` if there is none."""
+        with self._lock:
+            existing = self._table.get(self.entry_name(entry))
+            if existing is not None:
+                return existing
+            self._table[self.entry_name(entry)] = entry
+        self._changed()
+        return entry
+
+    def remove(self, name: str) -> bool:
+        with self._lock:
+            gone = self._table.pop(name, None) is not None
+        if gone:
+            self._changed()
+        return gone
