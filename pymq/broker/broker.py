@@ -105,6 +105,12 @@ class Broker(MessageStore):
         self._check_open()
         return self.pop_service.ack_message(receipt_handle)
 
+    def forward_to_dead_letter(self, receipt_handle: str) -> None:
+        """Move a popped message to ``%DLQ%{group}`` now and ack it (5.x
+        ``ForwardMessageToDeadLetterQueue``); a stale handle moves nothing."""
+        self._check_open()
+        self.pop_service.forward_to_dead_letter(receipt_handle)
+
     def change_invisible_time(self, receipt_handle: str, invisible_time_ms: int) -> str:
         """Hide a popped message for ``invisible_time_ms`` from now; returns its new handle."""
         self._check_open()

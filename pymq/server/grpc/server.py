@@ -84,21 +84,14 @@ class GrpcServer:
         return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
 
     def dead_letter(self, group: str, receipt_handle: str) -> None:
-        """Move the message of ``receipt_handle`` to ``%DLQ%{group}`` (the broker's send
-        back with a negative delay level) and ack it. Raises
-        :class:`InvalidReceiptHandleError` when the delivery is not current."""
-        broker = self.broker
+        """Move the message of ``receipt_handle`` to ``%DLQ%{group}`` and ack it, in one
+        step under the pop lock (``forward_to_dead_letter``). Raises
+        :class:`InvalidReceiptHandleError` when the delivery is not current or the
+        handle is another group's."""
         h = decode_receipt_handle(receipt_handle)
-        found = broker.get_message(group, h.topic, h.queue_id, h.offset, 1)
-        if not found.messages or found.messages[0].queue_offset != h.offset:
-            raise InvalidReceiptHandleError(f"no message at {h.topic} queue {h.queue_id} offset {h.offset}")
-        msg = found.messages[0]
-        msg.properties.pop("POP_CK", None)
-        # refuse a stale handle before anything moves, and keep the message hidden meanwhile
-        handle = broker.pop_service.change_invisible_time(receipt_handle, 60_000)
-        # dead-letter first, then ack: a crash between leaves a copy in both, never in neither
-        broker.send_message_back(group, msg, -1)
-        broker.pop_service.ack_message(handle)
+        if h.group != group:
+            raise InvalidReceiptHandleError(f"the receipt handle is group {h.group!r}'s, not {group!r}'s")
+        self.broker.forward_to_dead_letter(receipt_handle)
 
     # -- lifecycle ---------------------------------------------------------------------
 
