@@ -40,6 +40,22 @@ def _wait_dispatched(store, timeout_s: float = 120.0) -> None:
     _expect(store.dispatch_behind_bytes() == 0, "the dispatcher did not catch up")
 
 
+def pull_pages(store, topic: str, offset: int, n: int) -> tuple[int, int, int]:
+    """Read ``n`` messages of queue 0 of ``topic`` from ``offset`` with ``get_message``
+    pages of 32, touching every body (the timed loop of a read). Returns (next offset,
+    messages read, body bytes touched)."""
+    get, read, touched = store.get_message, 0, 0
+    while read < n:
+        r = get("bench", topic, 0, offset, 32)
+        for m in r.messages:
+            touched += len(m.body)
+        read += len(r.messages)
+        offset = r.next_begin_offset
+        if not r.messages:
+            break
+    return offset, read, touched
+
+
 # -- dispatch ------------------------------------------------------------------------------
 
 
@@ -96,17 +112,8 @@ class PymqGetMessage(_PymqWorkload):
         self.read = 0
 
     def run(self, n: int) -> None:
-        get, offset, read, touched = self.store.get_message, self.offset, 0, 0
-        while read < n:
-            r = get("bench", TOPIC, 0, offset, 32)
-            for m in r.messages:
-                touched += len(m.body)
-            read += len(r.messages)
-            offset = r.next_begin_offset
-            if not r.messages:
-                break
+        offset, read, self.touched = pull_pages(self.store, TOPIC, self.offset, n)
         self.offset, self.read = offset, self.read + read
-        self.touched = touched
 
     def check(self) -> None:
         _expect(self.offset == self.read, f"read {self.read} messages, queue offset {self.offset}")

@@ -31,7 +31,8 @@ from typing import Any
 
 import pymq
 
-from .base import Workload, _batch_sizes, _expect, _MiB
+from .base import Workload, _expect, _MiB
+from .read import pull_pages
 
 TOPIC_A = "OrderEvents"
 TOPIC_B = "OrderEventsBatch"
@@ -114,15 +115,7 @@ class PymqReal(_Phases, Workload):
         elif self.phase == 2:
             self._batch_phase(n)
         elif self.phase == 3:
-            get, offset, read, touched = self.store.get_message, 0, 0, 0
-            while read < n:
-                r = get("bench", TOPIC_A, 0, offset, 32)
-                for m in r.messages:
-                    touched += len(m.body)
-                read += len(r.messages)
-                offset = r.next_begin_offset
-                if not r.messages:
-                    break
+            _offset, read, touched = pull_pages(self.store, TOPIC_A, 0, n)
             _expect(read == n and touched == 100 * n, f"read {read} of {n} messages")
         else:
             query, keys, clock = self.store.query_message, self.keys, time.perf_counter_ns
