@@ -2,13 +2,16 @@
 
 A reader waiting for a queue blocks on that queue's condition; the reput service calls
 ``notify`` with the queues it just extended, so a waiter wakes within the dispatch
-latency (about a millisecond) instead of polling on a timer.
+latency (about a millisecond) instead of polling on a timer. Waiters that are not threads
+(an asyncio server's parked pulls) add a listener instead: it is called on the
+dispatcher's thread with each batch of arrivals (or None when every waiter must look
+again, e.g. at shutdown) and must hand the work to its own loop quickly.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Callable
+from typing import Callable, Optional
 
 
 class MessageArrivingNotifier:
@@ -18,6 +21,16 @@ class MessageArrivingNotifier:
         self._lock = threading.Lock()
         self._conditions: dict[tuple[str, int], threading.Condition] = {}
         self._extra: dict[str, set] = {}       # topic -> conditions of multi-topic waiters
+        self._listeners: tuple = ()
+
+    def add_listener(self, fn: Callable[[Optional[dict]], None]) -> None:
+        """Call ``fn(arrived)`` on every ``notify`` and ``fn(None)`` on ``notify_all``."""
+        with self._lock:
+            self._listeners = self._listeners + (fn,)
+
+    def remove_listener(self, fn) -> None:
+        with self._lock:
+            self._listeners = tuple(f for f in self._listeners if f is not fn)
 
     def _condition(self, key: tuple[str, int]) -> threading.Condition:
         cond = self._conditions.get(key)
@@ -29,6 +42,8 @@ class MessageArrivingNotifier:
     def notify(self, arrived: dict) -> None:
         """``arrived`` maps (topic, queue_id) to the queue's new max offset. Waiters on
         a queue and waiters on its whole topic (key ``(topic, None)``) are woken."""
+        for fn in self._listeners:
+            fn(arrived)
         topics = set()
         for key in arrived:
             topics.add(key[0])
@@ -49,6 +64,8 @@ class MessageArrivingNotifier:
                         cond.notify_all()
 
     def notify_all(self) -> None:
+        for fn in self._listeners:
+            fn(None)
         with self._lock:
             extra = [c for waiters in self._extra.values() for c in waiters]
         for cond in list(self._conditions.values()) + extra:
