@@ -72,7 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="on SIGTERM, how long in-flight calls may finish (default 10)")
 
 
-async def _serve(broker, grpc_server, remoting_server, interval: float) -> None:
+async def _serve(broker, grpc_server, remoting_server, sockets: dict, interval: float) -> None:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -80,7 +80,7 @@ async def _serve(broker, grpc_server, remoting_server, interval: float) -> None:
     servers = [x for x in (remoting_server, grpc_server) if x is not None]
     try:
         if remoting_server is not None:
-            ports = await remoting_server.start()
+            ports = await remoting_server.start(sockets)
             host = remoting_server.config.host
             if "namesrv" in ports:
                 print(f"pymq serve: name server listening on {host}:{ports['namesrv']} (RocketMQ 4 remoting)",
@@ -123,7 +123,8 @@ def run(args: argparse.Namespace) -> int:
     from pymq.errors import PymqError
 
     from .grpc import GrpcServer, ServerConfig
-    from .remoting import RemotingConfig, RemotingServer
+    from .addresses import route_host
+    from .remoting import RemotingConfig, RemotingServer, bind_listeners
 
     logging.basicConfig(level=os.environ.get("PYMQ_LOG_LEVEL", "WARNING"),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -147,15 +148,24 @@ def run(args: argparse.Namespace) -> int:
     remoting_cfg = RemotingConfig(host=args.host, namesrv_port=args.namesrv_port, broker_port=args.broker_port,
                                   advertised_host=args.advertised_host, access_key=args.access_key or None,
                                   secret_key=args.secret_key or None)
+    remoting = args.namesrv_port is not None or args.broker_port is not None
+    try:
+        sockets = bind_listeners(remoting_cfg) if remoting else {}
+    except OSError as e:
+        raise PymqError(f"serve: cannot listen on {args.host}: {e}") from None
+    if "broker" in sockets:
+        # records carry the broker's address as their store host, as a RocketMQ broker's do
+        store_config.store_host = f"{route_host(args.host, args.advertised_host)}:{sockets['broker'].getsockname()[1]}"
     broker = Broker(args.store, store_config, broker_config)
     loop = _new_loop()
     try:
         broker.start()
         grpc_server = GrpcServer(broker, cfg) if args.port is not None else None
-        remoting_server = (RemotingServer(broker, remoting_cfg)
-                           if args.namesrv_port is not None or args.broker_port is not None else None)
-        loop.run_until_complete(_serve(broker, grpc_server, remoting_server, args.status_interval))
+        remoting_server = RemotingServer(broker, remoting_cfg) if remoting else None
+        loop.run_until_complete(_serve(broker, grpc_server, remoting_server, sockets, args.status_interval))
     finally:
+        for sock in sockets.values():
+            sock.close()
         loop.close()
         broker.shutdown()
     print("pymq serve: stopped (store flushed, checkpoint written)", flush=True)

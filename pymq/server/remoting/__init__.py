@@ -7,6 +7,6 @@ through the broker role on port 10911. Both roles serve the same :class:`pymq.Br
 the gRPC endpoint, so 4.x and 5.x clients share one store. See docs/remoting.md.
 """
 
-from .server import RemotingConfig, RemotingServer
+from .server import RemotingConfig, RemotingServer, bind_listeners
 
-__all__ = ["RemotingConfig", "RemotingServer"]
+__all__ = ["RemotingConfig", "RemotingServer", "bind_listeners"]

@@ -54,7 +54,7 @@ def opt_bool(ext: dict, name: str, default: bool = False) -> bool:
     value = ext.get(name)
     if value is None or value == "":
         return default
-    return value.lower() == "true"
+    return value.lower() in ("true", "1")          # Java writes true/false, C++ clients 1/0
 
 
 def opt_str(ext: dict, name: str) -> Optional[str]:

@@ -14,6 +14,7 @@ host. As RocketMQ's ``SendMessageProcessor`` does:
 * a transaction-prepared ``sysFlag`` stores a half message (see ``transaction.py``);
 * ``DELAY`` delays by level; ONS's ``__STARTDELIVERTIME`` (ms) delivers at that time.
 
+A batch comes as ``SEND_BATCH_MESSAGE``, or as a single send with ``batch`` (``m``) set.
 The answer carries ``msgId`` (the offset message id: store host + commit-log offset, the
 id clients compute for pulled records), ``queueId`` and ``queueOffset``. A batch body is
 ``MessageDecoder.encodeMessages``' layout, one entry per message::
@@ -35,7 +36,7 @@ from pymq.broker.validators import is_system_topic, topic_problem
 from pymq.status import PutMessageStatus as P
 
 from .codes import RequestCode, ResponseCode
-from .headers import RequestError, opt_int, opt_str, req_int, require, send_header
+from .headers import RequestError, opt_bool, opt_int, opt_str, req_int, require, send_header
 
 START_DELIVER_TIME = "__STARTDELIVERTIME"       # ONS's timer property (ms)
 _BATCH_HEAD = struct.Struct(">iiiii")
@@ -124,6 +125,8 @@ class SendMessageProcessor:
 
     def send_message(self, conn, cmd):
         h = send_header(cmd.ext_fields, cmd.code == RequestCode.SEND_MESSAGE_V2)
+        if opt_bool(h, "batch"):          # a batch sent with a single-message code (C++ clients)
+            return self.send_batch_message(conn, cmd)
         topic = require(h, "topic")
         queue_id = req_int(h, "queueId")
         sys_flag = opt_int(h, "sysFlag")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Optional
@@ -159,16 +160,22 @@ class RemotingServer:
 
     # -- lifecycle ----------------------------------------------------------------------
 
-    async def start(self) -> dict[str, int]:
-        """Bind the enabled listeners; returns ``{"namesrv": port, "broker": port}``."""
+    async def start(self, sockets: Optional[dict] = None) -> dict[str, int]:
+        """Listen on the enabled ports (or on ``sockets``, ``{"broker": sock, "namesrv":
+        sock}`` bound beforehand, see :func:`bind_listeners`); returns
+        ``{"namesrv": port, "broker": port}``."""
         cfg = self.config
         loop = self.loop = asyncio.get_running_loop()
+        sockets = sockets or {}
         for name, port, processor in (("broker", cfg.broker_port, self.broker_processor),
                                       ("namesrv", cfg.namesrv_port, self.namesrv_processor)):
             if port is None:
                 continue
-            server = await loop.create_server(lambda p=processor: RemotingConnection(self, p), cfg.host, port,
-                                              reuse_address=True, backlog=1024)
+            factory = (lambda p=processor: RemotingConnection(self, p))
+            if name in sockets:
+                server = await loop.create_server(factory, sock=sockets[name], backlog=1024)
+            else:
+                server = await loop.create_server(factory, cfg.host, port, reuse_address=True, backlog=1024)
             self._servers.append(server)
             self.ports[name] = server.sockets[0].getsockname()[1]
         self.hold.start()
@@ -204,3 +211,15 @@ class RemotingServer:
         s = self.stats
         return (f"remoting connections={len(self.connections)} calls={s.calls} sent={s.sent} "
                 f"pulled={s.pulled} pulled_bytes={s.pulled_bytes} parked={len(self.hold)} errors={s.errors}")
+
+
+def bind_listeners(config: RemotingConfig) -> dict:
+    """Bind the enabled listening sockets of ``config`` now (port 0 picks a free one), so
+    that the broker's address is known before the store opens (records carry it as their
+    store host, and the message ids clients compute from it point back here)."""
+    out = {}
+    for name, port in (("broker", config.broker_port), ("namesrv", config.namesrv_port)):
+        if port is not None:
+            out[name] = socket.create_server((config.host, port), reuse_port=False,
+                                             family=socket.AF_INET6 if ":" in config.host else socket.AF_INET)
+    return out
