@@ -176,7 +176,8 @@ def main(argv=None) -> int:
     rows = []
     with tempfile.TemporaryDirectory() as store:
         pport, nport = free_port(), free_port()
-        pymq_proc = start([sys.executable, "-m", "pymq", "serve", "--store", store, "--port", str(pport)])
+        pymq_proc = start([sys.executable, "-m", "pymq", "serve", "--store", store, "--port", str(pport),
+                           "--namesrv-port", "off", "--broker-port", "off"])
         null_proc = start([sys.executable, os.path.join(HERE, "null_server.py"), str(nport)])
         try:
             for kind in ("send", "batch", "receive"):

@@ -122,8 +122,8 @@ def run(args: argparse.Namespace) -> int:
     from pymq.config import StoreConfig, config_for_store
     from pymq.errors import PymqError
 
-    from .grpc import GrpcServer, ServerConfig
     from .addresses import route_host
+    from .grpc.server_config import ServerConfig
     from .remoting import RemotingConfig, RemotingServer, bind_listeners
 
     logging.basicConfig(level=os.environ.get("PYMQ_LOG_LEVEL", "WARNING"),
@@ -160,7 +160,10 @@ def run(args: argparse.Namespace) -> int:
     loop = _new_loop()
     try:
         broker.start()
-        grpc_server = GrpcServer(broker, cfg) if args.port is not None else None
+        grpc_server = None
+        if args.port is not None:
+            from .grpc import GrpcServer          # grpcio: only when gRPC is served
+            grpc_server = GrpcServer(broker, cfg)
         remoting_server = RemotingServer(broker, remoting_cfg) if remoting else None
         loop.run_until_complete(_serve(broker, grpc_server, remoting_server, sockets, args.status_interval))
     finally:

@@ -9,6 +9,13 @@ The generated protocol modules come from the official ``rocketmq-python-client``
 """
 
 from .server_config import ServerConfig
-from .server import GrpcServer
 
 __all__ = ["GrpcServer", "ServerConfig"]
+
+
+def __getattr__(name: str):
+    # grpcio and the protocol modules load with the server itself, not with its config
+    if name == "GrpcServer":
+        from .server import GrpcServer
+        return GrpcServer
+    raise AttributeError(name)
