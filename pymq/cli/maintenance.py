@@ -69,7 +69,8 @@ def _serve_arguments(parser: argparse.ArgumentParser) -> None:
     serve.add_arguments(parser)
 
 
-@command("serve", "serve the store to RocketMQ 5 clients over gRPC (apache.rocketmq.v2)", _serve_arguments)
+@command("serve", "serve the store to RocketMQ clients: 5.x gRPC (8081), 4.x name server (9876) and broker (10911)",
+         _serve_arguments)
 def cmd_serve(args: argparse.Namespace) -> int:
     """Run :func:`pymq.server.serve.run` (needs the ``server`` extra)."""
     from pymq.server import serve

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import signal
 import time
 
 import pytest
@@ -211,3 +212,25 @@ def test_pull_statuses(remoting_server, offset, code, next_offset):
     assert int(r["ext"]["minOffset"]) == 0 and int(r["ext"]["maxOffset"]) == 3
     if code == 0:
         assert [m["queueOffset"] for m in r["messages"]] == [1, 2]
+
+
+def test_server_killed_and_restarted_clients_reconnect(remoting_server):
+    server = remoting_server()
+    ns_port, br_port = server.port("namesrv"), server.port("broker")
+    c = NodeClient({"mode": "consume", "nameSrv": server.namesrv, "group": "KG", "topic": "KillTopic"})
+    try:
+        c.wait_for(lambda ls: any("ready" in x for x in ls), 30, "consumer ready")
+        first = {x["msgId"] for x in produce(server, topic="KillTopic", count=40)}
+        c.wait_for(lambda _: {m["msgId"] for m in c.messages()} >= first, 30, "the first messages")
+        server.stop(signal.SIGKILL)
+        time.sleep(1.0)
+        server.start(namesrv_port=ns_port, broker_port=br_port)
+        second = {x["msgId"] for x in produce(server, topic="KillTopic", count=40, start=40)}
+        assert not second & first
+        c.wait_for(lambda _: {m["msgId"] for m in c.messages()} >= second, 60, "messages after the restart")
+        got = [m["msgId"] for m in c.messages()]
+        assert set(got) == first | second, "nothing lost"
+        # at least once: what the killed server had not persisted of the group's progress comes again
+        assert all(got.count(i) == 1 for i in second)
+    finally:
+        c.stop()

@@ -28,23 +28,32 @@ def request(code: int, ext: dict, opaque: int = 1, body: bytes = b"") -> bytes:
                   "extFields": ext}, body)
 
 
-def read_frame(sock: socket.socket, timeout: float = 5.0):
-    """The next frame's (header dict, body), or None when the server closed."""
-    sock.settimeout(timeout)
-    data = b""
-    while len(data) < 4:
-        chunk = sock.recv(65536)
-        if not chunk:
+class FrameReader:
+    """Frames from a socket, keeping what one recv brought beyond a frame for the next."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.data = b""
+
+    def _need(self, n: int, timeout: float) -> bool:
+        self.sock.settimeout(timeout)
+        while len(self.data) < n:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                return False
+            self.data += chunk
+        return True
+
+    def frame(self, timeout: float = 5.0):
+        """The next frame's (header dict, body), or None when the server closed."""
+        if not self._need(4, timeout):
             return None
-        data += chunk
-    total = struct.unpack(">i", data[:4])[0]
-    while len(data) < 4 + total:
-        chunk = sock.recv(65536)
-        if not chunk:
+        total = struct.unpack(">i", self.data[:4])[0]
+        if not self._need(4 + total, timeout):
             return None
-        data += chunk
-    hlen = struct.unpack(">i", data[4:8])[0] & 0xFFFFFF
-    return json.loads(data[8:8 + hlen]), data[8 + hlen:4 + total]
+        raw, self.data = self.data[:4 + total], self.data[4 + total:]
+        hlen = struct.unpack(">i", raw[4:8])[0] & 0xFFFFFF
+        return json.loads(raw[8:8 + hlen]), raw[8 + hlen:]
 
 
 def connect(addr: str) -> socket.socket:
@@ -67,7 +76,7 @@ def closed_by_server(sock: socket.socket, timeout: float = 5.0) -> bool:
 def still_serves(server) -> None:
     with connect(server.broker) as s:
         s.sendall(request(30, {"topic": "Alive", "queueId": 0}, opaque=77))
-        head, _ = read_frame(s)
+        head, _ = FrameReader(s).frame()
         assert head["code"] == 0 and head["opaque"] == 77 and head["flag"] & 1
 
 
@@ -103,8 +112,9 @@ def test_bad_requests_get_error_responses(remoting_server):
         s.sendall(request(41, {}, opaque=6, body=b"[]"))                     # lock body not an object
         s.sendall(request(36, {"group": "g", "offset": 12345678}, opaque=7))    # send back: no record
         got = {}
+        reader = FrameReader(s)
         for _ in range(7):
-            head, _body = read_frame(s)
+            head, _body = reader.frame()
             got[head["opaque"]] = head["code"]
     assert got == {1: 3, 2: 1, 3: 1, 4: 1, 5: 1, 6: 1, 7: 1}, got
     still_serves(server)
