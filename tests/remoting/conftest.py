@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -17,73 +16,30 @@ import time
 
 import pytest
 
+from serve_process import ServeProcess      # tests/ is on sys.path
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 JS_CLIENT = os.path.join(HERE, "js", "client.js")
 CPP_DEPS = os.path.join(HERE, ".deps", "rocketmq4")
 
 
-def prepare_store(path: str) -> None:
-    """A store with test-sized files (16 MiB segments), unless it exists."""
-    if os.path.exists(os.path.join(path, "config", "storeSizes.json")):
-        return
-    import pymq
-    cfg = pymq.StoreConfig(commitlog_file_size=16 * 1024 * 1024, consume_queue_entries=20_000,
-                           index_hash_slots=20_000, index_max_entries=400_000, warm_mapped_file_enable=False)
-    pymq.MessageStore(path, cfg).shutdown()
-
-
-class Server:
-    """``pymq serve`` with remoting on free ports (gRPC off unless asked)."""
+class Server(ServeProcess):
+    """``pymq serve`` with the 4.x name server and broker on free ports (or the ports
+    given), gRPC off; ``namesrv`` and ``broker`` are their addresses."""
 
     def __init__(self, store: str, *extra: str) -> None:
-        self.store = store
+        super().__init__(store)
         self.extra = list(extra)
-        self.proc = None
-        self.output: list[str] = []
-        self.namesrv = self.broker = None
 
     def start(self, timeout: float = 30.0, namesrv_port: int = 0, broker_port: int = 0) -> "Server":
-        prepare_store(self.store)
-        cmd = [sys.executable, "-m", "pymq", "serve", "--store", self.store, "--port", "off",
-               "--namesrv-port", str(namesrv_port), "--broker-port", str(broker_port), *self.extra]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            if not line:
-                break
-            self.output.append(line)
-            m = re.search(r"name server listening on ([\d.]+:\d+)", line)
-            if m:
-                self.namesrv = m.group(1)
-            m = re.search(r"broker listening on ([\d.]+:\d+)", line)
-            if m:
-                self.broker = m.group(1)
-            if "pymq serve: ready" in line:
-                return self
-        self.proc.kill()
-        raise RuntimeError("pymq serve did not start:\n" + "".join(self.output) + (self.proc.stdout.read() or ""))
+        self.args = ["--port", "off", "--namesrv-port", str(namesrv_port), "--broker-port", str(broker_port),
+                     *self.extra]
+        super().start(timeout)
+        self.namesrv, self.broker = self.listening["namesrv"], self.listening["broker"]
+        return self
 
     def port(self, role: str) -> int:
         return int(getattr(self, role).rsplit(":", 1)[1])
-
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:
-        if self.proc is None:
-            return 0
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        try:
-            out, _ = self.proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            out, _ = self.proc.communicate()
-        self.output.append(out or "")
-        code = self.proc.returncode
-        self.proc = None
-        return code
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ import socket
 import struct
 import time
 
-from conftest import NodeClient, run_node
-from test_codec import binary_header, parse_binary_header
+from .conftest import NodeClient, run_node
+from .test_codec import binary_header, parse_binary_header
 
 
 def invoke(addr: str, *requests) -> list[dict]:

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import NodeClient, run_node
+from .conftest import NodeClient, run_node
 
 # retries are delayed by level 3 + attempts: make every level one second
 FAST_LEVELS = " ".join(["1s"] * 18)

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 
-from conftest import CPP_DEPS, run_cpp, run_node
+from .conftest import CPP_DEPS, run_cpp, run_node
 
 PRODUCE = r'''
 import json, os

@@ -13,7 +13,7 @@ import time
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import run_node
+from .conftest import run_node
 
 MAX_FRAME = 16 * 1024 * 1024
 

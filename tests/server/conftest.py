@@ -5,10 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
-import subprocess
-import sys
 import time
 
 import pytest
@@ -16,11 +12,8 @@ import pytest
 pytest.importorskip("grpc")
 pytest.importorskip("rocketmq.v5")
 
+from serve_process import ServeProcess, free_port  # noqa: E402  (tests/ is on sys.path)
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def write_groups(store: str, groups: dict) -> None:
@@ -40,66 +33,17 @@ def write_groups(store: str, groups: dict) -> None:
         json.dump(doc, f)
 
 
-def prepare_store(path: str) -> None:
-    """Create the store with test-sized files (16 MiB commit-log segments, small queue and
-    index files) unless it exists; ``pymq serve`` keeps the sizes recorded in
-    ``config/storeSizes.json`` (the defaults would allocate 1 GiB segments per test)."""
-    if os.path.exists(os.path.join(path, "config", "storeSizes.json")):
-        return
-    import pymq
-    cfg = pymq.StoreConfig(commitlog_file_size=16 * 1024 * 1024, consume_queue_entries=20_000,
-                           index_hash_slots=20_000, index_max_entries=400_000, warm_mapped_file_enable=False)
-    pymq.MessageStore(path, cfg).shutdown()
-
-
-class ServerProcess:
-    """``pymq serve`` in a subprocess; ``endpoint`` is ``127.0.0.1:PORT``."""
+class ServerProcess(ServeProcess):
+    """``pymq serve`` with gRPC on a free loopback port (remoting off); ``endpoint`` is
+    ``127.0.0.1:PORT``."""
 
     def __init__(self, store: str, *extra: str, port: int | None = None) -> None:
-        self.store = store
-        self.extra = list(extra)
         self.port = port or free_port()
-        self.proc: subprocess.Popen | None = None
-        self.output: list[str] = []
+        super().__init__(store, "--port", str(self.port), "--namesrv-port", "off", "--broker-port", "off", *extra)
 
     @property
     def endpoint(self) -> str:
         return f"127.0.0.1:{self.port}"
-
-    def start(self, timeout: float = 30.0) -> "ServerProcess":
-        prepare_store(self.store)
-        cmd = [sys.executable, "-m", "pymq", "serve", "--store", self.store, "--port", str(self.port),
-               "--namesrv-port", "off", "--broker-port", "off", *self.extra]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            if not line:
-                break
-            self.output.append(line)
-            if "listening on" in line:
-                return self
-        self.proc.kill()
-        raise RuntimeError("pymq serve did not start:\n" + "".join(self.output) + (self.proc.stdout.read() or ""))
-
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:
-        """Send ``sig``, wait for the exit; returns the exit code."""
-        if self.proc is None:
-            return 0
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        try:
-            out, _ = self.proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            out, _ = self.proc.communicate()
-        self.output.append(out or "")
-        code = self.proc.returncode
-        self.proc = None
-        return code
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
 
 
 @pytest.fixture
