@@ -125,8 +125,8 @@ def _decode_json_header(data: bytes) -> RemotingCommand:
         raise FrameError("extFields is not an object")
     remark = doc.get("remark")
     return RemotingCommand(code, opaque, flag, None if remark is None else _text(remark),
-                           {str(k): _text(v) for k, v in ext.items()}, b"", _text(doc.get("language", "JAVA")),
-                           version, JSON)
+                           {k if type(k) is str else str(k): v if type(v) is str else _text(v) for k, v in ext.items()},
+                           b"", _text(doc.get("language", "JAVA")), version, JSON)
 
 
 def _decode_binary_header(data: bytes) -> RemotingCommand:
@@ -193,14 +193,17 @@ def decode_frame(frame: memoryview) -> RemotingCommand:
 
 # -- encoding ----------------------------------------------------------------------------------
 
+_json_encode = json.JSONEncoder(separators=(",", ":")).encode
+
+
 def _encode_json_header(cmd: RemotingCommand) -> bytes:
     doc = {"code": cmd.code, "language": cmd.language, "version": cmd.version, "opaque": cmd.opaque,
            "flag": cmd.flag, "serializeTypeCurrentRPC": "JSON"}
     if cmd.remark is not None:
         doc["remark"] = cmd.remark
     if cmd.ext_fields:
-        doc["extFields"] = {k: _text(v) for k, v in cmd.ext_fields.items()}
-    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
+        doc["extFields"] = {k: v if type(v) is str else _text(v) for k, v in cmd.ext_fields.items()}
+    return _json_encode(doc).encode()
 
 
 def _encode_binary_header(cmd: RemotingCommand) -> bytes:

@@ -9,8 +9,8 @@ list of buffers (records of the mapped commit log) is written without joining th
 Garbage never stops the server: a frame whose length word is below 4 or above 16 MiB, or
 whose header cannot be decoded, closes this connection (the stream cannot be resynchronised);
 an unknown request code is answered ``REQUEST_CODE_NOT_SUPPORTED``; a handler that fails is
-answered ``SYSTEM_ERROR``. When the client stops reading, the connection stops reading its
-requests until the written backlog drains.
+answered ``SYSTEM_ERROR``. When a client stops reading and 4 MiB of responses wait to be
+written to it, its connection stops reading its requests until the backlog drains.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from .headers import RequestError
 log = logging.getLogger("pymq.server.remoting")
 
 _COPY_BELOW = 16 * 1024      # bodies smaller than this are joined to the header in one write
+WRITE_BUFFER_HIGH = 4 << 20  # stop reading a client's requests while this much waits to be written
 
 
 class RemotingConnection(asyncio.Protocol):
@@ -55,6 +56,9 @@ class RemotingConnection(asyncio.Protocol):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             except OSError:
                 pass
+        # pull responses are up to 256 KiB: the default 64 KiB high-water mark would stop
+        # reading requests after every one of them and serialise the pipeline
+        transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH, low=WRITE_BUFFER_HIGH // 4)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else "0.0.0.0:0"
         self.server.connections.add(self)
