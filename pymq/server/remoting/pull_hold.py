@@ -88,18 +88,17 @@ class PullRequestHoldService:
         parked = self._parked
         if not parked or self._loop is None:
             return
-        if arrived is None:
-            keys = list(parked)
-        else:
-            keys = [k for k in arrived if k in parked]
-        if keys:
+        # membership tests only: the loop may change the table meanwhile
+        keys = None if arrived is None else [k for k in arrived if k in parked]
+        if keys is None or keys:
             try:
                 self._loop.call_soon_threadsafe(self._wake, keys)
             except RuntimeError:       # the loop is closed: shutting down
                 pass
 
     def _wake(self, keys) -> None:
-        for key in keys:
+        """Serve the parked pulls of ``keys`` again (all of them for None)."""
+        for key in list(self._parked) if keys is None else keys:
             entries = self._parked.pop(key, None)
             if not entries:
                 continue
