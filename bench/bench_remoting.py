@@ -87,6 +87,13 @@ class Reader:
             n -= got
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -101,7 +108,7 @@ def node(opts: dict) -> subprocess.Popen:
 def produce_with_alions(ns: str, procs: int, messages: int) -> float:
     t0 = time.perf_counter()
     ps = [node({"mode": "produce", "nameSrv": ns, "topic": "BenchTopic", "count": messages, "start": i * messages,
-                "concurrent": True, "keys": False, "group": f"BPG{i}"}) for i in range(procs)]
+                "concurrent": 64, "keys": False, "group": f"BPG{i}"}) for i in range(procs)]
     ok = 0
     for p in ps:
         out, _ = p.communicate()
@@ -229,10 +236,19 @@ def main(argv=None) -> int:
                 if "ready" in line:
                     break
             ns, broker = f"127.0.0.1:{ns_port}", ("127.0.0.1", br_port)
+            total = args.producers * args.messages
             print("ali-ons producers...", file=sys.stderr, flush=True)
+            c0 = cpu_seconds(proc.pid)
             rows["alions_produce_msgs_per_s"] = produce_with_alions(ns, args.producers, args.messages)
+            c1 = cpu_seconds(proc.pid)
             print("ali-ons consumer...", file=sys.stderr, flush=True)
-            rows["alions_consume_msgs_per_s"] = consume_with_alions(ns, args.producers * args.messages)
+            rows["alions_consume_msgs_per_s"] = consume_with_alions(ns, total)
+            c2 = cpu_seconds(proc.pid)
+            # how busy the server was: its CPU time per message, and the share of a core it used
+            rows["server_cpu_us_per_send"] = 1e6 * (c1 - c0) / total
+            rows["server_cpu_us_per_consumed"] = 1e6 * (c2 - c1) / total
+            rows["server_core_share_produce"] = (c1 - c0) * rows["alions_produce_msgs_per_s"] / total
+            rows["server_core_share_consume"] = (c2 - c1) * rows["alions_consume_msgs_per_s"] / total
             print("filling the pull topic...", file=sys.stderr, flush=True)
             n = fill(broker, args.queues, args.body_size, args.pull_mib << 20)
             pulls, limits = [], []
@@ -249,7 +265,11 @@ def main(argv=None) -> int:
             proc.terminate()
             proc.wait(30)
     print(f"ali-ons producers ({args.producers} x {args.messages:,}): {rows['alions_produce_msgs_per_s']:,.0f} msg/s")
+    print(f"   server CPU per send {rows['server_cpu_us_per_send']:.0f} us, "
+          f"{rows['server_core_share_produce']:.0%} of a core")
     print(f"ali-ons push consumer:                  {rows['alions_consume_msgs_per_s']:,.0f} msg/s")
+    print(f"   server CPU per message {rows['server_cpu_us_per_consumed']:.0f} us, "
+          f"{rows['server_core_share_consume']:.0%} of a core")
     print(f"pull path ({args.body_size // 1024} KiB records):          "
           f"{rows['pull_bytes_per_s'] / 1e6:,.0f} MB/s")
     print(f"loopback limit (same reader):           {rows['loopback_bytes_per_s'] / 1e6:,.0f} MB/s")

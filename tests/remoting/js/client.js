@@ -37,7 +37,7 @@ async function produce() {
   producer.on('error', e => out({ error: e.message }));
   await producer.ready();
   const start = opts.start || 0;
-  const sends = [];
+  const sends = new Set();
   for (let i = start; i < start + opts.count; i++) {
     const body = opts.bodySize ? Buffer.alloc(opts.bodySize, 'x' + (i % 10)) : Buffer.from('body-' + i);
     const tags = opts.tags ? opts.tags[i % opts.tags.length] : null;
@@ -48,7 +48,14 @@ async function produce() {
     const send = producer.send(msg).then(r => out({ i, msgId: r.msgId, queueId: Number(r.messageQueue.queueId),
       queueOffset: r.queueOffset, status: r.sendStatus, sentAt: Date.now() }),
     e => out({ i, error: e.message, code: e.code }));
-    if (opts.concurrent) sends.push(send); else await send;
+    if (!opts.concurrent) {
+      await send;
+      continue;
+    }
+    // up to `concurrent` sends in flight
+    const tracked = send.then(() => sends.delete(tracked));
+    sends.add(tracked);
+    if (sends.size >= opts.concurrent) await Promise.race(sends);
   }
   await Promise.all(sends);
   await producer.close();
