@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Optional
+from concurrent.futures import Future
+from typing import Callable, Iterable, Optional
 
 from pymq._core.dispatch import CqRouter
 from pymq._core.message import Message
@@ -409,6 +410,41 @@ class MessageStore:
             self._wait_flushed(result)
         return result
 
+    def async_put_message(self, msg: Message) -> "Future":
+        """RocketMQ's ``asyncPutMessage``: append ``msg`` now and return a
+        :class:`concurrent.futures.Future` of its :class:`PutMessageResult`, done at once
+        under ``ASYNC_FLUSH`` and, under ``SYNC_FLUSH``, when the group commit has the
+        record on disk (``FLUSH_DISK_TIMEOUT`` when that flush failed). No thread waits
+        meanwhile; :mod:`pymq.aio` awaits it from an asyncio loop. A caller that needs a
+        bound on the wait (a disk that hangs) waits at most ``sync_flush_timeout`` ms and
+        then treats the put as ``FLUSH_DISK_TIMEOUT``, as ``put_message`` does (the
+        future's ``put_result`` attribute is the result it will be done with)."""
+        if not isinstance(msg, Message):
+            raise TypeError(f"put_message takes a pymq.Message, not {type(msg).__name__}")
+        return self._flushed_future(self.commit_log.appender.put(msg))
+
+    def async_put_messages(self, msgs) -> "Future":
+        """``put_messages`` as :meth:`async_put_message` does ``put_message``."""
+        if not isinstance(msgs, list):
+            msgs = list(msgs)
+        return self._flushed_future(self.commit_log.appender.put_batch(msgs))
+
+    def _flushed_future(self, result) -> "Future":
+        fut: Future = Future()
+        fut.set_running_or_notify_cancel()      # a running future cannot be cancelled
+        fut.put_result = result
+        if not (self._sync_flush and result.status is PutMessageStatus.PUT_OK):
+            fut.set_result(result)
+            return fut
+
+        def flushed(ok: bool) -> None:
+            if not ok:
+                result.set_status(PutMessageStatus.FLUSH_DISK_TIMEOUT)
+            fut.set_result(result)
+
+        self.flush_service.put_request(GroupCommitRequest(result.commitlog_offset + result.wrote_bytes, flushed))
+        return fut
+
     def _wait_flushed(self, result) -> None:
         req = GroupCommitRequest(result.commitlog_offset + result.wrote_bytes)
         self.flush_service.put_request(req)
@@ -475,6 +511,14 @@ class MessageStore:
         topics at once: ``topic`` a tuple of names and ``offsets`` ``{topic: {queue_id:
         offset}}``."""
         self._check_open()
+        topics, ready = self.arrival_condition(topic, offsets)
+        return self.notifier.wait_any(topics, ready, timeout_s)
+
+    def arrival_condition(self, topic, offsets: dict) -> tuple:
+        """``(topics, ready)`` for a wait as :meth:`wait_messages` describes it:
+        ``ready()`` is true once one of the queues has a message at or after its offset,
+        or a new queue of the topics appeared. With :meth:`add_arrival_listener` this is
+        how code that cannot block a thread waits (:mod:`pymq.aio`)."""
         find = self.consume_queues.find_consume_queue
         by_topic = {topic: offsets} if isinstance(topic, str) else {t: offsets.get(t, {}) for t in topic}
         known = {t: set(self.consume_queues.topics().get(t, ())) for t in by_topic}
@@ -488,7 +532,17 @@ class MessageStore:
                     return True
             return False
 
-        return self.notifier.wait_any(by_topic, ready, timeout_s)
+        return tuple(by_topic), ready
+
+    def add_arrival_listener(self, topics: Iterable[str], listener: Callable[[dict], None]) -> Callable[[], None]:
+        """Call ``listener(arrived)`` each time the dispatcher extends a queue of one of
+        ``topics`` (``arrived`` maps ``(topic, queue_id)`` to the queue's new max offset;
+        an empty mapping at shutdown means "anything may have changed"). It runs on the
+        dispatcher's thread (a read-only store's refresh thread) right after the
+        blocking waiters were woken, so it must return at once: hand the news to a loop
+        with ``loop.call_soon_threadsafe`` or write an eventfd. Returns the function that
+        removes the listener. This is the hook :mod:`pymq.aio` wakes its waiters with."""
+        return self.notifier.add_listener(topics, listener)
 
     def has_queue(self, topic: str, queue_id: int) -> bool:
         """Whether (topic, queue_id) has a consume queue (unlike the other queries, which

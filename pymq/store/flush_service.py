@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Callable, Optional
 
 from .mapped_file_queue import MappedFileQueue
 from .service_thread import ServiceThread
@@ -64,19 +65,26 @@ class FlushRealTimeService(PeriodicFlushService):
 
 
 class GroupCommitRequest:
-    """One put waiting for its bytes (up to ``next_offset``) to reach the disk."""
+    """One put waiting for its bytes (up to ``next_offset``) to reach the disk.
 
-    __slots__ = ("next_offset", "_done", "ok")
+    A waiting thread calls :meth:`wait`; code that must not block (``async_put_message``)
+    passes ``callback(ok)`` instead, which the flushing thread calls on completion.
+    """
 
-    def __init__(self, next_offset: int) -> None:
+    __slots__ = ("next_offset", "_done", "ok", "callback")
+
+    def __init__(self, next_offset: int, callback: Optional[Callable[[bool], None]] = None) -> None:
         self.next_offset = next_offset
         self._done = threading.Event()
         self.ok = False
+        self.callback = callback
 
     def complete(self, ok: bool) -> None:
         if not self._done.is_set():
             self.ok = ok
             self._done.set()
+            if self.callback is not None:
+                self.callback(ok)
 
     def wait(self, timeout_s: float) -> bool:
         """True when flushed within ``timeout_s``; the first completion wins."""

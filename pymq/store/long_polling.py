@@ -3,12 +3,23 @@
 A reader waiting for a queue blocks on that queue's condition; the reput service calls
 ``notify`` with the queues it just extended, so a waiter wakes within the dispatch
 latency (about a millisecond) instead of polling on a timer.
+
+Code that cannot block a thread (an asyncio loop, :mod:`pymq.aio`) registers a
+*listener* instead: a callable the dispatcher calls with the same ``arrived`` mapping
+after it signalled the conditions. A listener runs on the dispatcher's thread, so it
+must only hand the news over (``loop.call_soon_threadsafe``) and return.
 """
 
 from __future__ import annotations
 
+import itertools
+import logging
 import threading
-from typing import Callable
+from typing import Callable, Iterable
+
+log = logging.getLogger("pymq")
+
+Listener = Callable[[dict], None]
 
 
 class MessageArrivingNotifier:
@@ -18,6 +29,8 @@ class MessageArrivingNotifier:
         self._lock = threading.Lock()
         self._conditions: dict[tuple[str, int], threading.Condition] = {}
         self._extra: dict[str, set] = {}       # topic -> conditions of multi-topic waiters
+        self._listeners: dict[str, dict[int, Listener]] = {}   # topic -> {token: listener}
+        self._tokens = itertools.count()
 
     def _condition(self, key: tuple[str, int]) -> threading.Condition:
         cond = self._conditions.get(key)
@@ -47,13 +60,50 @@ class MessageArrivingNotifier:
                 for cond in extra:
                     with cond:
                         cond.notify_all()
+        if self._listeners:
+            with self._lock:
+                fns = {i: fn for t in topics for i, fn in self._listeners.get(t, {}).items()}
+            self._call(fns.values(), arrived)
 
     def notify_all(self) -> None:
+        """Wake every waiter and listener (the store is shutting down); listeners get an
+        empty mapping, meaning "anything may have changed"."""
         with self._lock:
             extra = [c for waiters in self._extra.values() for c in waiters]
+            fns = {i: fn for listeners in self._listeners.values() for i, fn in listeners.items()}
         for cond in list(self._conditions.values()) + extra:
             with cond:
                 cond.notify_all()
+        self._call(fns.values(), {})
+
+    @staticmethod
+    def _call(listeners, arrived: dict) -> None:
+        for fn in listeners:
+            try:
+                fn(arrived)
+            except Exception:      # a broken listener must not stop the dispatcher
+                log.exception("arrival listener %r failed", fn)
+
+    def add_listener(self, topics: Iterable[str], listener: Listener) -> Callable[[], None]:
+        """Call ``listener(arrived)`` whenever a queue of one of ``topics`` grows (once
+        per dispatch pass, however many of the topics grew). Returns the function that
+        removes the registration."""
+        topics = tuple(topics)
+        with self._lock:
+            key = next(self._tokens)
+            for t in topics:
+                self._listeners.setdefault(t, {})[key] = listener
+
+        def remove() -> None:
+            with self._lock:
+                for t in topics:
+                    listeners = self._listeners.get(t)
+                    if listeners is not None:
+                        listeners.pop(key, None)
+                        if not listeners:
+                            del self._listeners[t]
+
+        return remove
 
     def wait(self, key: tuple, ready: Callable[[], bool], timeout_s: float) -> bool:
         """Block until ``ready()`` or ``timeout_s`` passes; returns ``ready()``.
