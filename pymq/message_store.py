@@ -45,6 +45,8 @@ from pymq.store.schedule_service import ScheduleMessageService
 from pymq.store.timer_service import TimerMessageService
 from pymq.store.topic_deletions import TopicDeletions, delete_topic
 from pymq.store.store_lock import StoreLock
+from pymq.store.store_stats import TimerBacklog, store_stats
+from pymq.store.store_stats_service import StoreStatsService, counters_of
 
 log = logging.getLogger("pymq")
 
@@ -196,6 +198,11 @@ class MessageStore:
         self.offset_persist_service = ConsumerOffsetPersistService(
             self.consumer_offsets, cfg.flush_consumer_offset_interval)
         self.clean_service = self._build_clean_service()
+        self._build_stats_service()
+
+    def _build_stats_service(self) -> None:
+        self.stats_service = StoreStatsService(counters_of(self))
+        self._timer_backlog = TimerBacklog()
 
     def _load_topic_deletions(self, root: str) -> TopicDeletions:
         deletions = TopicDeletions(root)
@@ -265,6 +272,7 @@ class MessageStore:
                                               self.notifier, on_dropped=self.reader.forget)
         self._sync_flush = False
         self._bind_reads()
+        self._build_stats_service()
 
     def refresh(self) -> None:
         """Read-only stores: catch up now with what the writer appended since the last
@@ -284,6 +292,7 @@ class MessageStore:
             raise StoreStateError("the store was shut down; open a new MessageStore")
         if self._running:
             return self
+        self.stats_service.start()
         if self.read_only:
             self.refresh_service.start()
             self._running = True
@@ -314,6 +323,7 @@ class MessageStore:
         if self._closed:
             return
         self._closed = True
+        self.stats_service.shutdown()
         if not self.read_only and self._running:
             self.clean_service.shutdown()
             # deliveries write through the appender: stop them before it closes
@@ -637,6 +647,15 @@ class MessageStore:
         if self.read_only:
             raise StoreStateError("a read-only store cannot delete files")
         return self.clean_service.run_pass(manual=True)
+
+    def stats(self) -> dict:
+        """What the store is doing, as a plain JSON-serialisable dict (RocketMQ's store
+        stats and broker runtime info): put and get totals and rates over 10 s / 1 min /
+        10 min, the commit log's extent, flush and dispatch lag, offsets per topic and
+        queue, lag per consumer group, the disk and cleaning thresholds, pending delayed
+        and timer messages, background services' health. A :class:`pymq.Broker` adds
+        pop in-flight counts. Keys: ``docs/operations.md``."""
+        return store_stats(self, self.stats_service, self._timer_backlog)
 
     def disk_usage(self):
         """The disk of the store: a :class:`~pymq.store.disk_guard.DiskUsage` (``ratio``,
