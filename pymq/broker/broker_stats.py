@@ -1,5 +1,6 @@
 """What a :class:`pymq.Broker` adds to ``stats()``: pop in-flight counts per consumer group
-and topic (RocketMQ 5's ``rocketmq_consumer_inflight_messages``) and the broker's
+and topic (RocketMQ 5's ``rocketmq_consumer_inflight_messages``), half messages not
+resolved yet (``rocketmq_half_messages``) and the broker's
 background services."""
 
 from __future__ import annotations
@@ -26,5 +27,6 @@ def pop_stats(pop_service, broker) -> list:
 def broker_stats(broker, stats: dict) -> dict:
     """``stats`` (the store's) with the broker's additions."""
     stats["pop"] = pop_stats(broker.pop_service, broker)
+    stats["transactions"] = {"half_pending": broker.transaction_service.pending()}
     stats["services"] = services(broker, broker.pop_service, broker.transaction_service)
     return stats

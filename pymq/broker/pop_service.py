@@ -27,6 +27,7 @@ from typing import Callable, Optional
 
 from pymq.errors import CorruptStoreError
 from pymq.filter import parse_tag_expression
+from pymq.store.episode_log import EpisodeLog
 from pymq.store.service_thread import ServiceThread
 
 from .pop_queue import PopBatch, pop_queue
@@ -93,6 +94,7 @@ class PopMessageService:
         self._next_id = max(self.state.max_pop_id + 1, wall_clock_ms() * 1000)
         self._records = 0
         self.revive_service = PopReviveService(self, broker_config.pop_revive_interval)
+        self.dead_letter_errors = EpisodeLog(log, "pop: dead-lettering")
 
     # -- lifecycle ---------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ import numpy as np
 from .consumer_offsets import ConsumerOffsetManager
 from .delay_offsets import DelayOffsetManager
 from .disk_guard import disk_usage
+from .episode_log import EpisodeLog
 from .schedule_service import SCHEDULE_TOPIC
 from .service_thread import ServiceThread
 from .timer_service import TIMER_TOPIC, TimerCheckpoint
@@ -180,16 +181,28 @@ def _timer(store, backlog: TimerBacklog) -> dict:
     return {"pending": pending, "delivering_second": cp.second}
 
 
+def _health(name: str, e: EpisodeLog) -> dict:
+    return {"name": name, "failing": e.failing, "failures": e.failures, "episodes": e.episodes,
+            "last_error": (e.last_error if isinstance(e.last_error, str) else repr(e.last_error))
+            if e.last_error is not None else None}
+
+
 def services(*holders) -> list:
-    """Health of the background services found among the attributes of ``holders``."""
+    """Health of the background services found among the attributes of ``holders``
+    (``name``, ``failing``: consecutive failures now, ``failures``, ``episodes``,
+    ``last_error``), and of the retried steps inside them (a delivery put, a
+    dead-lettering), named by what they do."""
     rows, seen = [], set()
     for holder in holders:
         for value in list(vars(holder).values()):
             if isinstance(value, ServiceThread) and id(value) not in seen:
                 seen.add(id(value))
-                rows.append({"name": value.name, "failing": value.failing, "failures": value.failures,
-                             "episodes": value.episodes,
-                             "last_error": repr(value.last_error) if value.last_error is not None else None})
+                rows.append(_health(value.name, value.episode_log))
+    for holder in holders + tuple(v for h in holders for v in vars(h).values() if isinstance(v, ServiceThread)):
+        for value in list(vars(holder).values()):
+            if isinstance(value, EpisodeLog) and id(value) not in seen and value is not getattr(holder, "episode_log", None):
+                seen.add(id(value))
+                rows.append(_health(value.what, value))
     return rows
 
 
