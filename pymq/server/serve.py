@@ -46,6 +46,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="push consumers' messages are hidden this long, renewed while held (default 60000)")
     parser.add_argument("--grace", type=float, default=10.0, metavar="S",
                         help="on SIGTERM, how long in-flight calls may finish (default 10)")
+    # -- metrics (docs/operations.md) --
+    parser.add_argument("--metrics-port", type=int, default=None, metavar="P",
+                        help="serve Prometheus metrics at http://HOST:P/metrics (same host as the server; 0 picks "
+                             "a port; default: no metrics)")
 
 
 async def _serve(broker, server, interval: float) -> None:
@@ -95,11 +99,20 @@ def run(args: argparse.Namespace) -> int:
                                  transaction_timeout=args.transaction_timeout,
                                  transaction_check_interval=args.transaction_check_interval)
     broker = Broker(args.store, store_config, broker_config)
+    metrics = None
     try:
         broker.start()
         server = GrpcServer(broker, cfg)
+        # -- metrics: Prometheus text from store.stats() and the gRPC latencies --
+        if getattr(args, "metrics_port", None) is not None:
+            from .metrics import start_metrics_server
+            metrics = start_metrics_server(broker, args.host, args.metrics_port, server)
+            print(f"pymq serve: metrics on http://{args.host}:{metrics.port}/metrics", flush=True)
+        # -- end metrics --
         asyncio.run(_serve(broker, server, args.status_interval))
     finally:
+        if metrics is not None:
+            metrics.stop()
         broker.shutdown()
     print("pymq serve: stopped (store flushed, checkpoint written)", flush=True)
     sys.stdout.flush()
