@@ -78,7 +78,10 @@ class Consumer:
             if remaining <= 0 or not store.running:
                 return
             topics, ready = store.arrival_condition(*inner._wait_offsets())
-            if not await waiters.wait(topics, ready, remaining) and loop.time() >= deadline:
+            arrived = await waiters.wait(topics, ready, remaining)
+            if not store.running:
+                return
+            if not arrived and loop.time() >= deadline:
                 # timed out, or only filtered-out messages arrived: one more pass
                 batches = inner._pull_batches()
                 self._buffer.extend(((topic, qid), m) for topic, qid, msgs in batches for m in msgs)
