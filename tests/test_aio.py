@@ -212,16 +212,21 @@ async def test_receive_cancelled_during_a_sync_flush_pop_returns_the_message_lat
     async with pymq.aio.AsyncStore(broker) as b:
         await b.put_message(pymq.Message("Jobs", b"precious"))
         assert await b.wait_message("Jobs", 0, 0, 5)       # dispatched: the pop will find it
+        held, real = [], broker.flush_service.put_request
+        broker.flush_service.put_request = held.append     # the disk stalls: the pop waits for it
         sc = pymq.aio.SimpleConsumer(b, "workers", "Jobs", await_duration=5)
         receive = asyncio.create_task(sc.receive(1, invisible_duration=1))
-        await asyncio.sleep(0)                  # the pop is on the executor, waiting for the disk
+        deadline = time.monotonic() + 5
+        while not held:                                    # the pop took it and waits for the disk
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.005)
         receive.cancel()
         with pytest.raises(asyncio.CancelledError):
-            await receive
-        deadline = time.monotonic() + 5         # the cancelled pop still finishes on its thread
-        while broker.stats()["pop"] == [] or broker.stats()["pop"][0]["inflight"] != 1:
-            assert time.monotonic() < deadline
-            await asyncio.sleep(0.01)
+            await receive                                  # at once: the loop is not blocked
+        broker.flush_service.put_request = real
+        for req in held:
+            real(req)
+        assert broker.stats()["pop"][0]["inflight"] == 1
         t0 = time.monotonic()
         got = await sc.receive(1, 30)           # invisible for its 1 s, then back
         assert [m.body for m in got] == [b"precious"]

@@ -1,5 +1,8 @@
 """Waiting for arrivals on an asyncio loop, without a thread per waiter.
 
+(The same bridge carries other news from the store's threads to the loop, coalesced the
+same way: :meth:`LoopWaiters.post`, used for the completions of ``SYNC_FLUSH`` puts.)
+
 Every waiter of one loop on one store is a future in :class:`LoopWaiters`, filed under
 the topics it waits on. For each topic with waiters, one listener is registered with the
 store (``store.add_arrival_listener``). When the dispatcher extends a queue, the listener
@@ -41,6 +44,7 @@ class LoopWaiters:
         self._everything = False
         self._scheduled = False
         self._futures: dict[str, set] = {}
+        self._posted: list = []
         self._removers: dict[str, Callable[[], None]] = {}
 
     @classmethod
@@ -80,11 +84,28 @@ class LoopWaiters:
 
     # -- the loop's side ---------------------------------------------------------------
 
+    def post(self, fn: Callable[[], None]) -> None:
+        """Run ``fn()`` on the loop soon; callable from any thread. Posts that come
+        before the loop runs them share one wake-up of the loop (a group commit
+        completing fifty puts writes to the loop's self-pipe once)."""
+        with self._lock:
+            self._posted.append(fn)
+            if self._scheduled:
+                return
+            self._scheduled = True
+        try:
+            self._loop.call_soon_threadsafe(self._drain)
+        except RuntimeError:            # the loop is closed
+            pass
+
     def _drain(self) -> None:
         with self._lock:
             topics, self._pending = self._pending, set()
             everything, self._everything = self._everything, False
+            posted, self._posted = self._posted, []
             self._scheduled = False
+        for fn in posted:
+            fn()
         for topic in (list(self._futures) if everything else topics):
             for fut in self._futures.get(topic, ()):
                 if not fut.done():

@@ -6,9 +6,9 @@ messages as the broker's own long poll would (``PopMessageService.wait_condition
 woken through the loop, not a thread.
 
 Cancellation is safe: a receive cancelled while it waits has taken nothing; one cancelled
-while its pop waits for the disk (``SYNC_FLUSH``, on the executor) lets the pop finish,
-and what it took stays invisible for its invisible duration and then comes back to the
-group, as any message received and never acked.
+while its pop is on the executor (``SYNC_FLUSH``) either stops it before it starts, or
+lets it finish: what it took then stays invisible for its invisible duration and comes
+back to the group, as any message received and never acked.
 
     consumer = pymq.aio.SimpleConsumer(broker, "workers", "Orders", await_duration=5)
     for msg in await consumer.receive(16, invisible_duration=30):

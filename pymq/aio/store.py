@@ -39,11 +39,12 @@ class AsyncStore:
         if not callable(getattr(store, "add_arrival_listener", None)):
             raise TypeError(f"AsyncStore wraps a pymq.MessageStore or pymq.Broker, not {type(store).__name__}")
         self.store = store
+        self._sync = store.config.sync_flush
 
     @property
     def sync_flush(self) -> bool:
         """Whether puts wait for the disk (``flush_disk_type == "SYNC_FLUSH"``)."""
-        return self.store.config.sync_flush
+        return self._sync
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -66,7 +67,7 @@ class AsyncStore:
     async def call(self, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)``: on the loop under ``ASYNC_FLUSH``, where broker calls return at
         once; on the executor under ``SYNC_FLUSH``, where they wait for the disk."""
-        if not self.sync_flush:
+        if not self._sync:
             return fn(*args)
         return await self.run_blocking(fn, *args)
 
@@ -78,28 +79,36 @@ class AsyncStore:
         ``FLUSH_DISK_TIMEOUT`` after ``sync_flush_timeout`` ms, without blocking the
         loop. A put whose task is cancelled while it waits for the disk is stored all
         the same (as a put that timed out)."""
-        if not self.sync_flush:
+        if not self._sync:
             return self.store.put_message(msg)
         return await self._flushed(self.store.async_put_message(msg))
 
     async def put_messages(self, msgs):
         """``put_messages`` (one batch of one topic and queue), as :meth:`put_message`."""
-        if not self.sync_flush:
+        if not self._sync:
             return self.store.put_messages(msgs)
         return await self._flushed(self.store.async_put_messages(msgs))
 
-    async def _flushed(self, fut):
-        if fut.done():
-            return fut.result()
-        timeout_s = self.store.config.sync_flush_timeout / 1000.0
+    async def _flushed(self, cf):
+        """The result of a put whose flush ``cf`` (a concurrent future) completes: the
+        group commit posts it to the loop (coalesced, :meth:`LoopWaiters.post`); after
+        ``sync_flush_timeout`` ms without it, FLUSH_DISK_TIMEOUT as ``put_message`` says."""
+        if cf.done():
+            return cf.result()
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        post = self.waiters().post
+
+        def flushed(done) -> None:
+            post(lambda: fut.done() or fut.set_result(done.result()))
+
+        timer = loop.call_later(self.store.config.sync_flush_timeout / 1000.0, _flush_timed_out, fut,
+                                cf.put_result)
+        cf.add_done_callback(flushed)
         try:
-            return await asyncio.wait_for(asyncio.wrap_future(fut), timeout_s)
-        except asyncio.TimeoutError:
-            if fut.done():
-                return fut.result()
-            result = fut.put_result           # the disk hangs: as put_message, a timeout status
-            result.set_status(PutMessageStatus.FLUSH_DISK_TIMEOUT)
-            return result
+            return await fut
+        finally:
+            timer.cancel()
 
     # -- waiting -----------------------------------------------------------------------
 
@@ -124,6 +133,12 @@ class AsyncStore:
 
     def __repr__(self) -> str:
         return f"AsyncStore({self.store!r})"
+
+
+def _flush_timed_out(fut: asyncio.Future, result) -> None:
+    if not fut.done():          # the disk hangs: as put_message, a timeout status
+        result.set_status(PutMessageStatus.FLUSH_DISK_TIMEOUT)
+        fut.set_result(result)
 
 
 async def open_store(path: str | os.PathLike, config=None, read_only: bool = False) -> AsyncStore:
