@@ -82,3 +82,24 @@ def test_a_long_episode_is_reminded_with_its_count(caplog):
     assert all("still failing" in m for m in msgs[1:])
     assert e.succeeded() and not e.succeeded()
     assert e.episodes == 1 and e.failing == 0
+
+
+def test_a_broken_arrival_listener_neither_stops_dispatch_nor_floods_the_log(store, caplog):
+    caplog.set_level(logging.WARNING, logger="pymq")
+    calls = []
+
+    def broken(arrived):
+        calls.append(arrived)
+        raise RuntimeError("listener bug")
+
+    remove = store.add_arrival_listener(["T"], broken)
+    for i in range(5):
+        store.put_message(pymq.Message("T", b"x"))
+        assert store.wait_message("T", 0, i, 5)
+        _wait_for(lambda: len(calls) > i)
+    remove()
+    assert len(_records(caplog, "arrival listener failed")) == 1
+    store.put_message(pymq.Message("T", b"y"))
+    assert store.wait_message("T", 0, 5, 5)
+    time.sleep(0.05)
+    assert len(calls) == 5                       # removed: not called again

@@ -17,6 +17,8 @@ import logging
 import threading
 from typing import Callable, Iterable
 
+from .episode_log import EpisodeLog
+
 log = logging.getLogger("pymq")
 
 Listener = Callable[[dict], None]
@@ -31,6 +33,7 @@ class MessageArrivingNotifier:
         self._extra: dict[str, set] = {}       # topic -> conditions of multi-topic waiters
         self._listeners: dict[str, dict[int, Listener]] = {}   # topic -> {token: listener}
         self._tokens = itertools.count()
+        self.listener_errors = EpisodeLog(log, "arrival listener")
 
     def _condition(self, key: tuple[str, int]) -> threading.Condition:
         cond = self._conditions.get(key)
@@ -76,13 +79,14 @@ class MessageArrivingNotifier:
                 cond.notify_all()
         self._call(fns.values(), {})
 
-    @staticmethod
-    def _call(listeners, arrived: dict) -> None:
+    def _call(self, listeners, arrived: dict) -> None:
         for fn in listeners:
             try:
                 fn(arrived)
-            except Exception:      # a broken listener must not stop the dispatcher
-                log.exception("arrival listener %r failed", fn)
+            except Exception as e:      # a broken listener must not stop the dispatcher
+                self.listener_errors.failed(f"{fn!r}: {e!r}", exc_info=True)
+            else:
+                self.listener_errors.succeeded()
 
     def add_listener(self, topics: Iterable[str], listener: Listener) -> Callable[[], None]:
         """Call ``listener(arrived)`` whenever a queue of one of ``topics`` grows (once
