@@ -19,7 +19,7 @@ from pymq._core.dispatch import CqRouter
 from pymq._core.message import Message
 from pymq._core.record import decode_message_id
 from pymq.config import StoreConfig, config_for_store, recorded_sizes, save_sizes
-from pymq.errors import DiskFullError, StoreStateError
+from pymq.errors import CorruptRecordError, DiskFullError, StoreStateError
 from pymq.results import GetMessageResult
 from pymq.status import BoundaryType, PutMessageStatus
 from pymq.store.allocate_service import AllocateMappedFileService
@@ -240,6 +240,7 @@ class MessageStore:
     def _bind_reads(self) -> None:
         # Reads, like ASYNC puts: one compiled call per pull or lookup (same signatures).
         self.get_message = self.reader.get_message
+        self.get_message_raw = self.reader.queue_reader.get_message_raw
         self.get_offset_in_queue_by_time = self.reader.get_offset_in_queue_by_time
         self.query_message = self.index_service.querier.query_message
         if getattr(self, "topic_deletions", None):
@@ -479,6 +480,17 @@ class MessageStore:
         self._check_open()
         return self.reader.get_message(topic, queue_id, offset, max_msgs, tags)
 
+    def get_message_raw(self, group: str, topic: str, queue_id: int, offset: int, max_msgs: int = 32,
+                        tags: Optional[str] = None) -> GetMessageResult:
+        """``get_message`` without decoding, for servers: the same statuses, offsets and
+        page limits, but ``result.buffers`` holds the records exactly as they lie in the
+        commit log (memoryviews of the mapped segments, adjacent records in one view) and
+        ``result.message_count`` says how many. The views keep their segments mapped
+        (a cleaning pass that deletes one waits for them): write them out and drop them.
+        """
+        self._check_open()
+        return self.reader.queue_reader.get_message_raw(group, topic, queue_id, offset, max_msgs, tags)
+
     def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
         """First queue offset still readable (0 for an unknown queue)."""
         return self.reader.get_min_offset_in_queue(topic, queue_id)
@@ -544,15 +556,16 @@ class MessageStore:
 
         return tuple(by_topic), ready
 
-    def add_arrival_listener(self, topics: Iterable[str], listener: Callable[[dict], None]) -> Callable[[], None]:
+    def add_arrival_listener(self, listener: Callable[[Optional[dict]], None],
+                             topics: Optional[Iterable[str]] = None) -> Callable[[], None]:
         """Call ``listener(arrived)`` each time the dispatcher extends a queue of one of
-        ``topics`` (``arrived`` maps ``(topic, queue_id)`` to the queue's new max offset;
-        an empty mapping at shutdown means "anything may have changed"). It runs on the
+        ``topics`` (of any topic when None; ``arrived`` maps ``(topic, queue_id)`` to the
+        queue's new max offset; None at shutdown means "anything may have changed"). It runs on the
         dispatcher's thread (a read-only store's refresh thread) right after the
         blocking waiters were woken, so it must return at once: hand the news to a loop
         with ``loop.call_soon_threadsafe`` or write an eventfd. Returns the function that
         removes the listener. This is the hook :mod:`pymq.aio` wakes its waiters with."""
-        return self.notifier.add_listener(topics, listener)
+        return self.notifier.add_listener(listener, topics)
 
     def has_queue(self, topic: str, queue_id: int) -> bool:
         """Whether (topic, queue_id) has a consume queue (unlike the other queries, which
@@ -585,6 +598,16 @@ class MessageStore:
     def look_message_by_offset(self, commitlog_offset: int):
         """The message whose record starts at ``commitlog_offset``, or None."""
         return self.commit_log.look_message_by_offset(commitlog_offset)
+
+    def select_one_message_by_offset(self, commitlog_offset: int) -> Optional[bytes]:
+        """The whole record at ``commitlog_offset`` exactly as stored (RocketMQ's
+        ``selectOneMessageByOffset``), or None when no record starts there."""
+        if not isinstance(commitlog_offset, int) or commitlog_offset < 0:
+            return None
+        try:
+            return self.commit_log.get_message_bytes(commitlog_offset)
+        except CorruptRecordError:
+            return None
 
     def query_message(self, topic: str, key: str, max_num: int = 32, begin: int = 0,
                       end: Optional[int] = None) -> list:

@@ -92,7 +92,7 @@ def test_a_broken_arrival_listener_neither_stops_dispatch_nor_floods_the_log(sto
         calls.append(arrived)
         raise RuntimeError("listener bug")
 
-    remove = store.add_arrival_listener(["T"], broken)
+    remove = store.add_arrival_listener(broken, ["T"])
     for i in range(5):
         store.put_message(pymq.Message("T", b"x"))
         assert store.wait_message("T", 0, i, 5)

@@ -6,6 +6,8 @@ from pymq.status import BoundaryType, GetMessageStatus
 class GetMessageResult:
     status: GetMessageStatus
     messages: list[MessageExt]
+    buffers: Optional[list[memoryview]]
+    raw_count: int
     next_begin_offset: int
     min_offset: int
     max_offset: int
@@ -31,5 +33,7 @@ class QueueReader:
     def forget(self) -> None: ...
     def get_message(self, group: Any, topic: str, queue_id: int, offset: int, max_msgs: int = ...,
                     tags: Optional[str] = ...) -> GetMessageResult: ...
+    def get_message_raw(self, group: Any, topic: str, queue_id: int, offset: int, max_msgs: int = ...,
+                        tags: Optional[str] = ...) -> GetMessageResult: ...
     def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int,
                                     boundary: BoundaryType = ...) -> int: ...

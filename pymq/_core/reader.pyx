@@ -23,7 +23,10 @@ The status and next-offset rules of a pull (4.9.4+)::
                        next = offset + entries scanned
 
 ``QueueReader`` does all of it in one C call, so a pull of 32 messages costs one Python
-frame, not a dozen.
+frame, not a dozen. ``get_message_raw`` runs the same scan and the same rules but builds no
+message objects: it returns the records exactly as they lie in the commit log, as
+memoryviews of the mapped segments (one per run of adjacent records), which a server writes
+to its socket as they are (RocketMQ's pull response body).
 """
 
 cimport cython
@@ -79,10 +82,15 @@ cdef class GetMessageResult:
 
     ``messages`` are ``MessageExt`` objects in queue order; ``next_begin_offset`` is where
     the next pull of this queue starts; ``min_offset`` and ``max_offset`` are the queue's
-    bounds at the time of the pull.
+    bounds at the time of the pull. A raw pull (``get_message_raw``) leaves ``messages``
+    empty and fills ``buffers``: memoryviews of the mapped commit log holding the
+    ``message_count`` records back to back (``buffer_total_size`` bytes in all). The views
+    pin their segments: release them (drop the result) once written.
     """
     cdef public object status
     cdef public list messages
+    cdef public list buffers
+    cdef public int raw_count
     cdef public long long next_begin_offset
     cdef public long long min_offset
     cdef public long long max_offset
@@ -98,10 +106,12 @@ cdef class GetMessageResult:
         self.max_offset = max_offset
         self.buffer_total_size = buffer_total_size
         self.suggest_pulling_from_slave = suggest_pulling_from_slave
+        self.buffers = None
+        self.raw_count = 0
 
     @property
     def message_count(self):
-        return len(self.messages)
+        return self.raw_count if self.buffers is not None else len(self.messages)
 
     def __iter__(self):
         return iter(self.messages)
@@ -110,7 +120,7 @@ cdef class GetMessageResult:
         return len(self.messages)
 
     def __repr__(self):
-        return (f"GetMessageResult(status={self.status.name}, messages={len(self.messages)}, "
+        return (f"GetMessageResult(status={self.status.name}, messages={self.message_count}, "
                 f"next_begin_offset={self.next_begin_offset}, min_offset={self.min_offset}, "
                 f"max_offset={self.max_offset})")
 
@@ -168,6 +178,14 @@ cdef class QueueReader:
     def get_message(self, group, str topic not None, int queue_id, long long offset, int max_msgs=32,
                     tags=None):
         """Pull up to ``max_msgs`` messages of (topic, queue_id) from queue offset ``offset``."""
+        return self._pull(topic, queue_id, offset, max_msgs, tags, False)
+
+    def get_message_raw(self, group, str topic not None, int queue_id, long long offset, int max_msgs=32,
+                        tags=None):
+        """``get_message`` without decoding: the records as stored, in ``buffers``."""
+        return self._pull(topic, queue_id, offset, max_msgs, tags, True)
+
+    cdef GetMessageResult _pull(self, str topic, int queue_id, long long offset, int max_msgs, tags, bint raw):
         cdef CqAppender app
         cdef GetMessageResult r
         cdef long long min_o, max_o, pos
@@ -194,6 +212,8 @@ cdef class QueueReader:
         r.min_offset = min_o
         r.max_offset = max_o
         r.messages = []
+        r.buffers = [] if raw else None
+        r.raw_count = 0
         if max_o == 0:
             r.status = NO_MESSAGE_IN_QUEUE
             r.next_begin_offset = 0
@@ -216,17 +236,18 @@ cdef class QueueReader:
                 r.next_begin_offset = offset + per_file - offset % per_file
             else:
                 self._collect(r, mf, <Py_ssize_t>(pos - mf.file_from_offset), offset, topic, queue_id, max_msgs,
-                              flt.codes if flt is not None else (), flt.names_utf8 if flt is not None else ())
+                              flt.codes if flt is not None else (), flt.names_utf8 if flt is not None else (), raw)
         if r.status is FOUND:
             self.found_count += 1
-            self.got_messages += len(r.messages)
+            self.got_messages += r.raw_count if raw else len(r.messages)
             self.got_bytes += r.buffer_total_size
         else:
             self.miss_count += 1
         return r
 
     cdef int _collect(self, GetMessageResult r, MappedFile cq, Py_ssize_t start, long long offset,
-                      str topic, int queue_id, int max_msgs, tuple tag_codes, tuple tag_names) except -1:
+                      str topic, int queue_id, int max_msgs, tuple tag_codes, tuple tag_names,
+                      bint raw) except -1:
         cdef Py_ssize_t limit, pos, rpos
         cdef Py_ssize_t max_scan = max(16000, max_msgs * CQ_STORE_UNIT_SIZE)
         cdef int64_t offset_py, tags_code, next_file_start = -1
@@ -238,7 +259,6 @@ cdef class QueueReader:
         cdef list out = r.messages
         cdef list cl_files = self.commit_log_queue.mapped_files
         cdef MappedFile seg, last_seg
-        cdef MessageExt m
         cdef DecodeCache cache = DecodeCache(topic)
         cdef const char *base = cq.base
         cdef object status = NO_MATCHED_MESSAGE
@@ -246,7 +266,9 @@ cdef class QueueReader:
         cdef bytes topic_b = cache.topic_raw
         cdef const char *topic_raw = topic_b
         cdef Py_ssize_t topic_len = len(topic_b)
-        cdef long long cl_min
+        cdef long long cl_min, last_phy = 0
+        cdef MappedFile run_seg = None          # raw: the current run of adjacent records
+        cdef Py_ssize_t run_start = 0, run_end = 0
         if not cl_files:
             max_phy = 0
             cl_min = 0
@@ -296,8 +318,16 @@ cdef class QueueReader:
             if filtered and not _tags_match(seg.base + rpos, size_py, tag_names):
                 pos += CQ_STORE_UNIT_SIZE
                 continue
-            m = decode_at(seg.base + rpos, size_py, False, cache)
-            out.append(m)
+            if raw:
+                if run_seg is not seg or rpos != run_end:
+                    if run_seg is not None:
+                        r.buffers.append(memoryview(run_seg)[run_start:run_end])
+                    run_seg = seg
+                    run_start = rpos
+                run_end = rpos + size_py
+            else:
+                out.append(decode_at(seg.base + rpos, size_py, False, cache))
+            last_phy = offset_py
             buffer_total += size_py
             count += 1
             status = FOUND
@@ -306,8 +336,11 @@ cdef class QueueReader:
         r.status = status
         r.next_begin_offset = offset + (pos - start) // CQ_STORE_UNIT_SIZE
         r.buffer_total_size = buffer_total
+        if run_seg is not None:
+            r.buffers.append(memoryview(run_seg)[run_start:run_end])
+        r.raw_count = count if raw else 0
         if count:
-            r.suggest_pulling_from_slave = max_phy - (<MessageExt>out[count - 1]).commitlog_offset > self.memory_window
+            r.suggest_pulling_from_slave = max_phy - last_phy > self.memory_window
         return 0
 
     def get_offset_in_queue_by_time(self, str topic not None, int queue_id, long long timestamp,

@@ -68,7 +68,7 @@ class LoopWaiters:
 
     # -- the dispatcher's side ---------------------------------------------------------
 
-    def _on_arrival(self, arrived: dict) -> None:
+    def _on_arrival(self, arrived) -> None:
         with self._lock:
             if arrived:
                 self._pending.update(key[0] for key in arrived)
@@ -116,7 +116,7 @@ class LoopWaiters:
             futs = self._futures.get(topic)
             if futs is None:
                 futs = self._futures[topic] = set()
-                self._removers[topic] = self._store.add_arrival_listener((topic,), self._on_arrival)
+                self._removers[topic] = self._store.add_arrival_listener(self._on_arrival, (topic,))
             futs.add(fut)
 
     def _discard(self, topics: Iterable[str], fut: asyncio.Future) -> None:

@@ -20,7 +20,9 @@ from pymq.message_store import MessageStore
 
 from .broker_config import BrokerConfig
 from .broker_stats import broker_stats
+from .client_manager import ClientManager
 from .pop_service import PopMessageService
+from .rebalance_lock import RebalanceLockManager
 from .retry import SendMessageBackService
 from .subscription_group import SubscriptionGroupManager
 from .topic_config import TopicConfigManager
@@ -51,6 +53,10 @@ class Broker(MessageStore):
             self.send_back_service = SendMessageBackService(self, bc)
             self.pop_service = PopMessageService(self, bc)
             self.transaction_service = TransactionalMessageService(self, bc)
+            #: the producers and consumers of every protocol served (``pymq serve``)
+            self.client_manager = ClientManager()
+            #: queue locks of 4.x orderly consumers
+            self.rebalance_lock_manager = RebalanceLockManager()
         except BaseException:
             super().shutdown()
             raise

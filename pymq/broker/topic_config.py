@@ -21,6 +21,7 @@ from typing import Optional
 from pymq._core.appender import validate_topic
 
 from .data_version_table import DataVersionTable
+from .validators import is_system_topic
 
 PERM_INHERIT = 1
 PERM_WRITE = 2
@@ -85,6 +86,20 @@ class TopicConfigManager(DataVersionTable):
     def select_topic_config(self, topic: str) -> Optional[TopicConfig]:
         """The topic's config, or None when the broker does not know it."""
         return self.get(topic)
+
+    def select_or_default_topic_config(self, topic: str) -> Optional[TopicConfig]:
+        """The topic's config; for a topic not known yet, the config its first send would
+        create (not stored) while ``auto_create_topic_enable`` is on and the name is
+        valid; else None. Routes describe such topics so a client can send the first
+        message."""
+        tc = self.get(topic)
+        if tc is not None:
+            return tc
+        if (not self.broker_config.auto_create_topic_enable or validate_topic(topic, "utf8") is not None
+                or is_system_topic(topic)):
+            return None
+        n = self.broker_config.default_topic_queue_nums
+        return TopicConfig(topic, n, n)
 
     def topics(self) -> dict[str, TopicConfig]:
         return self.entries()

@@ -1,11 +1,14 @@
-"""``pymq serve``: open a store as a :class:`pymq.Broker` and serve it over RocketMQ 5's gRPC
-protocol until SIGTERM or SIGINT.
+"""``pymq serve``: open a store as a :class:`pymq.Broker` and serve it to RocketMQ clients
+until SIGTERM or SIGINT: RocketMQ 5's gRPC protocol (port 8081, the proxy's) and RocketMQ
+4's remoting protocol, as a name server (9876) and a broker (10911). Any of the three can be
+turned off (``--port off``, ``--namesrv-port off``, ``--broker-port off``).
 
-Prints where it listens (one line, flushed, so scripts can wait for it), and with
-``--status-interval S`` one status line every S seconds. On SIGTERM it stops accepting calls,
-lets in-flight ones finish, then shuts the broker down (store flushed, checkpoint written)
-and exits 0. Credentials may come from ``--access-key``/``--secret-key`` or the environment
-(``PYMQ_ACCESS_KEY``/``PYMQ_SECRET_KEY``), which keeps the secret out of the process list.
+Prints one line per listener (flushed, so scripts can wait for them), then ``pymq serve:
+ready``; with ``--status-interval S`` one status line every S seconds. On SIGTERM it stops
+accepting calls, lets in-flight ones finish, then shuts the broker down (store flushed,
+checkpoint written) and exits 0. Credentials may come from ``--access-key``/``--secret-key``
+or the environment (``PYMQ_ACCESS_KEY``/``PYMQ_SECRET_KEY``), which keeps the secret out of
+the process list. The loop is uvloop's when uvloop is installed.
 """
 
 from __future__ import annotations
@@ -17,11 +20,32 @@ import signal
 import sys
 
 
+def _port(text: str):
+    """A port number, or None for ``off``."""
+    if text.lower() in ("off", "none", "-"):
+        return None
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number or 'off'") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"port {port} out of range")
+    return port
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``pymq serve``."""
     parser.add_argument("--store", default=argparse.SUPPRESS, metavar="DIR", help="store root directory")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8081, help="port (default 8081, the proxy's; 0 picks one)")
+    parser.add_argument("--port", type=_port, default=8081,
+                        help="gRPC port (default 8081, the proxy's; 0 picks one; off: no gRPC)")
+    parser.add_argument("--namesrv-port", type=_port, default=9876,
+                        help="4.x name server port (default 9876; 0 picks one; off: none)")
+    parser.add_argument("--broker-port", type=_port, default=10911,
+                        help="4.x broker (remoting) port (default 10911; 0 picks one; off: none)")
+    parser.add_argument("--message-delay-level", default=None, metavar="LEVELS",
+                        help="the delay levels, e.g. \"1s 5s 10s 30s 1m ...\" (RocketMQ's messageDelayLevel; "
+                             "retries are delayed by level 3 + attempts)")
     parser.add_argument("--advertised-host", default=None, metavar="HOST",
                         help="address that routes give clients (default: the bound one)")
     parser.add_argument("--status-interval", type=float, default=0, metavar="S",
@@ -52,25 +76,46 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "a port; default: no metrics)")
 
 
-async def _serve(broker, server, interval: float) -> None:
+async def _serve(broker, grpc_server, remoting_server, sockets: dict, interval: float) -> None:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    port = await server.start()
-    cfg = server.config
-    scheme = "grpcs" if cfg.tls_cert else "grpc"
-    print(f"pymq serve: listening on {cfg.host}:{port} ({scheme}, apache.rocketmq.v2.MessagingService), "
-          f"store {broker.store_path}", flush=True)
+    servers = [x for x in (remoting_server, grpc_server) if x is not None]
     try:
+        if remoting_server is not None:
+            ports = await remoting_server.start(sockets)
+            host = remoting_server.config.host
+            if "namesrv" in ports:
+                print(f"pymq serve: name server listening on {host}:{ports['namesrv']} (RocketMQ 4 remoting)",
+                      flush=True)
+            if "broker" in ports:
+                print(f"pymq serve: broker listening on {host}:{ports['broker']} (RocketMQ 4 remoting, "
+                      f"advertised as {remoting_server.broker_address})", flush=True)
+        if grpc_server is not None:
+            port = await grpc_server.start()
+            cfg = grpc_server.config
+            scheme = "grpcs" if cfg.tls_cert else "grpc"
+            print(f"pymq serve: listening on {cfg.host}:{port} ({scheme}, apache.rocketmq.v2.MessagingService), "
+                  f"store {broker.store_path}", flush=True)
+        print("pymq serve: ready", flush=True)
         while not stop.is_set():
             try:
                 await asyncio.wait_for(stop.wait(), interval if interval > 0 else None)
             except asyncio.TimeoutError:
-                print(f"pymq serve: {server.status_line()}", flush=True)
+                print("pymq serve: " + " | ".join(x.status_line() for x in servers), flush=True)
     finally:
         print("pymq serve: stopping", flush=True)
-        await server.stop()
+        for x in servers:
+            await x.stop()
+
+
+def _new_loop() -> asyncio.AbstractEventLoop:
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -82,11 +127,13 @@ def run(args: argparse.Namespace) -> int:
     from pymq.errors import PymqError
 
     from .grpc import GrpcServer, ServerConfig
+    from .addresses import route_host
+    from .remoting import RemotingConfig, RemotingServer, bind_listeners
 
     logging.basicConfig(level=os.environ.get("PYMQ_LOG_LEVEL", "WARNING"),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        cfg = ServerConfig(host=args.host, port=args.port, advertised_host=args.advertised_host,
+        cfg = ServerConfig(host=args.host, port=args.port or 0, advertised_host=args.advertised_host,
                            access_key=args.access_key or None, secret_key=args.secret_key or None,
                            tls_cert=args.tls_cert, tls_key=args.tls_key, grace_s=args.grace,
                            auto_renew_invisible_ms=args.renew_slice)
@@ -98,21 +145,41 @@ def run(args: argparse.Namespace) -> int:
                                  auto_create_subscription_group=not args.no_auto_create_group,
                                  transaction_timeout=args.transaction_timeout,
                                  transaction_check_interval=args.transaction_check_interval)
+    if args.message_delay_level:
+        store_config.message_delay_level = args.message_delay_level
+    if args.port is None and args.namesrv_port is None and args.broker_port is None:
+        raise PymqError("serve: every listener is off (--port, --namesrv-port, --broker-port)")
+    remoting_cfg = RemotingConfig(host=args.host, namesrv_port=args.namesrv_port, broker_port=args.broker_port,
+                                  advertised_host=args.advertised_host, access_key=args.access_key or None,
+                                  secret_key=args.secret_key or None)
+    remoting = args.namesrv_port is not None or args.broker_port is not None
+    try:
+        sockets = bind_listeners(remoting_cfg) if remoting else {}
+    except OSError as e:
+        raise PymqError(f"serve: cannot listen on {args.host}: {e}") from None
+    if "broker" in sockets:
+        # records carry the broker's address as their store host, as a RocketMQ broker's do
+        store_config.store_host = f"{route_host(args.host, args.advertised_host)}:{sockets['broker'].getsockname()[1]}"
     broker = Broker(args.store, store_config, broker_config)
+    loop = _new_loop()
     metrics = None
     try:
         broker.start()
-        server = GrpcServer(broker, cfg)
-        # -- metrics: Prometheus text from store.stats() and the gRPC latencies --
+        grpc_server = GrpcServer(broker, cfg) if args.port is not None else None
+        remoting_server = RemotingServer(broker, remoting_cfg) if remoting else None
+        # -- metrics: Prometheus text from store.stats() and the gRPC latencies (docs/operations.md) --
         if getattr(args, "metrics_port", None) is not None:
             from .metrics import start_metrics_server
-            metrics = start_metrics_server(broker, args.host, args.metrics_port, server)
+            metrics = start_metrics_server(broker, args.host, args.metrics_port, grpc_server)
             print(f"pymq serve: metrics on http://{args.host}:{metrics.port}/metrics", flush=True)
         # -- end metrics --
-        asyncio.run(_serve(broker, server, args.status_interval))
+        loop.run_until_complete(_serve(broker, grpc_server, remoting_server, sockets, args.status_interval))
     finally:
         if metrics is not None:
             metrics.stop()
+        for sock in sockets.values():
+            sock.close()
+        loop.close()
         broker.shutdown()
     print("pymq serve: stopped (store flushed, checkpoint written)", flush=True)
     sys.stdout.flush()

@@ -68,7 +68,8 @@ class ServerProcess:
 
     def start(self, timeout: float = 30.0) -> "ServerProcess":
         prepare_store(self.store)
-        cmd = [sys.executable, "-m", "pymq", "serve", "--store", self.store, "--port", str(self.port), *self.extra]
+        cmd = [sys.executable, "-m", "pymq", "serve", "--store", self.store, "--port", str(self.port),
+               "--namesrv-port", "off", "--broker-port", "off", *self.extra]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -6,33 +6,27 @@ code of its own per kind of name; these checks give the same codes.
 
 from __future__ import annotations
 
-import re
+from pymq.broker.validators import group_problem, is_system_topic, topic_problem
 
 from .status import Code, RequestError
 
-# RocketMQ's topic and group pattern, length limits (TopicValidator / proxy config)
-_NAME = re.compile(r"^[%|a-zA-Z0-9_-]+$")
-TOPIC_MAX_LENGTH = 127
-GROUP_MAX_LENGTH = 255
 MESSAGE_GROUP_MAX_LENGTH = 64
 PROPERTY_KEY_MAX_LENGTH = 1024
-SYSTEM_TOPIC_PREFIXES = ("rmq_sys_", "RMQ_SYS_", "SCHEDULE_TOPIC_", "%RETRY%", "%DLQ%")
-SYSTEM_TOPICS = {"TBW102", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT", "BenchmarkTest"}
 
 
 def check_topic(name: str, *, for_write: bool = False) -> str:
     """``name`` when it is a valid topic name, else ILLEGAL_TOPIC."""
-    if not name or len(name) > TOPIC_MAX_LENGTH or not _NAME.match(name):
-        raise RequestError(Code.ILLEGAL_TOPIC, f"topic {name!r} is illegal: it must match "
-                           f"[%|a-zA-Z0-9_-]+ and be at most {TOPIC_MAX_LENGTH} characters")
-    if for_write and (name.startswith(SYSTEM_TOPIC_PREFIXES) or name in SYSTEM_TOPICS):
+    why = topic_problem(name)
+    if why is not None:
+        raise RequestError(Code.ILLEGAL_TOPIC, why)
+    if for_write and is_system_topic(name):
         raise RequestError(Code.ILLEGAL_TOPIC, f"topic {name!r} is a system topic")
     return name
 
 
 def check_group(name: str) -> str:
     """``name`` when it is a valid consumer group name, else ILLEGAL_CONSUMER_GROUP."""
-    if not name or len(name) > GROUP_MAX_LENGTH or not _NAME.match(name):
+    if group_problem(name) is not None:
         raise RequestError(Code.ILLEGAL_CONSUMER_GROUP, f"consumer group {name!r} is illegal")
     return name
 

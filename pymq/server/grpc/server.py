@@ -31,7 +31,7 @@ from .route import RouteActivity
 from .send import SendActivity
 from .server_config import ServerConfig
 from .service import MessagingService
-from .telemetry import TelemetryActivity
+from .telemetry import TelemetryActivity, TelemetryChannel
 from .transactions import TransactionActivity
 
 log = logging.getLogger("pymq.server")
@@ -73,6 +73,7 @@ class GrpcServer:
         self.telemetry = TelemetryActivity(self)
         self.transactions = TransactionActivity(self)
         self.renewer = ReceiptRenewer(self, cfg.auto_renew_invisible_ms, cfg.auto_renew_max_ms)
+        self.clients.add_listener(self._client_gone)
         self._server: Optional[grpc.aio.Server] = None
         self._tasks: list[asyncio.Task] = []
         self.started_at = time.monotonic()
@@ -133,9 +134,13 @@ class GrpcServer:
             await asyncio.sleep(HOUSEKEEPING_S)
             for info in self.clients.scan_expired():
                 log.info("client %s (%s) expired", info.client_id, info.client_type)
-                self.renewer.drop_client(info.client_id)
-                if info.channel is not None:
-                    info.channel.close()
+
+    def _client_gone(self, info) -> None:
+        """A client left the broker's table (goodbye, expiry, closed connection): stop
+        renewing its messages and end its Telemetry stream."""
+        self.renewer.drop_client(info.client_id)
+        if isinstance(info.channel, TelemetryChannel):
+            info.channel.close()
 
     async def stop(self, grace: Optional[float] = None) -> None:
         """Stop accepting calls, let in-flight ones finish (``grace`` seconds at most), end
@@ -147,7 +152,7 @@ class GrpcServer:
             t.cancel()
         self.transactions.stop()
         for info in self.clients.clients():
-            if info.channel is not None:
+            if isinstance(info.channel, TelemetryChannel):
                 info.channel.close()
         await self._server.stop(self.config.grace_s if grace is None else grace)
         self.executor.shutdown(wait=True, cancel_futures=True)

@@ -11,6 +11,8 @@ from typing import Optional
 
 from pymq.errors import PymqError
 
+from ..addresses import route_host
+
 
 @dataclasses.dataclass
 class ServerConfig:
@@ -60,8 +62,4 @@ class ServerConfig:
     @property
     def route_host(self) -> str:
         """The host that routes send clients back to."""
-        if self.advertised_host:
-            return self.advertised_host
-        if self.host in ("0.0.0.0", "::", ""):
-            return "127.0.0.1"
-        return self.host
+        return route_host(self.host, self.advertised_host)

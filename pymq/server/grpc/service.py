@@ -69,10 +69,7 @@ class MessagingService(svc_grpc.MessagingServiceServicer):
 
     async def _terminate(self, ctx, req):
         ctx.require_client_id()
-        info = self.server.clients.unregister(ctx.client_id)
-        self.server.renewer.drop_client(ctx.client_id)
-        if info is not None and info.channel is not None:
-            info.channel.close()
+        self.server.clients.unregister(ctx.client_id)      # the server's listener ends renewals, stream
         return svc.NotifyClientTerminationResponse(status=ok())
 
     async def Telemetry(self, request_iterator, context):

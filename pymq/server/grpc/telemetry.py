@@ -18,6 +18,7 @@ from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as svc
 
 from .status import Code, ok, status, status_of
+from .transactions import recover_orphaned_transaction_command
 
 log = logging.getLogger("pymq.server")
 
@@ -39,6 +40,11 @@ class TelemetryChannel:
             return False
         self.loop.call_soon_threadsafe(self.queue.put_nowait, command)
         return True
+
+    def check_transaction(self, msg) -> bool:
+        """Ask this producer about the half message ``msg`` (it answers with
+        EndTransaction); called by the broker's transaction check."""
+        return self.push(recover_orphaned_transaction_command(msg))
 
     def close(self) -> None:
         if not self.closed:

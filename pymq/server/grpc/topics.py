@@ -34,14 +34,11 @@ def _from_config(name: str, cfg) -> TopicView:
 def find_topic(broker, topic: str) -> TopicView:
     """The view of ``topic``; raises TOPIC_NOT_FOUND when it does not exist and would not
     be auto-created."""
-    cfg = broker.topic_config_manager.select_topic_config(topic)
-    if cfg is not None:
-        return _from_config(topic, cfg)
-    bc = broker.broker_config
-    if not bc.auto_create_topic_enable:
+    tcm = broker.topic_config_manager
+    cfg = tcm.select_or_default_topic_config(topic)
+    if cfg is None:
         raise RequestError(Code.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist")
-    n = bc.default_topic_queue_nums
-    return TopicView(topic, n, n, PERM_READ | PERM_WRITE, False)
+    return _from_config(topic, cfg)._replace(exists=tcm.select_topic_config(topic) is not None)
 
 
 def topic_for_send(broker, topic: str) -> TopicView:

@@ -3,16 +3,14 @@ broker's checks of orphaned halves routed to a producer through its Telemetry st
 
 A transactional send is stored as a half message (invisible until committed); the receipt's
 ``transaction_id`` names it. EndTransaction commits or rolls it back. When the broker's
-transaction check finds a half left open past its timeout, it asks the checker registered
-here: the check goes to a producer publishing the half's topic as a
+transaction check finds a half left open past its timeout, the broker's client table picks
+a producer publishing the half's topic; a gRPC producer gets a
 ``RecoverOrphanedTransactionCommand``, and that producer's ``TransactionChecker`` answers
 with an EndTransaction (source ``SOURCE_SERVER_CHECK``); until then the half stays open and
 is checked again at the next interval.
 """
 
 from __future__ import annotations
-
-import logging
 
 from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as svc
@@ -23,8 +21,6 @@ from . import names
 from .convert import to_pb_message
 from .status import Code, RequestError, ok
 
-log = logging.getLogger("pymq.server")
-
 
 class TransactionActivity:
     """Half messages, EndTransaction and orphan recovery for a
@@ -34,8 +30,10 @@ class TransactionActivity:
         self.server = server
 
     def start(self) -> None:
-        """Route the broker's transaction checks to producers."""
-        self.server.broker.set_transaction_checker(self.check)
+        """Route the broker's transaction checks to connected producers (the client table
+        picks one; a gRPC producer's channel sends it the check, see
+        :meth:`TelemetryChannel.check_transaction`)."""
+        self.server.broker.set_transaction_checker(self.server.clients.check_transaction)
 
     def stop(self) -> None:
         try:
@@ -65,17 +63,12 @@ class TransactionActivity:
             raise RequestError(Code.INVALID_TRANSACTION_ID, str(e)) from None
         return svc.EndTransactionResponse(status=ok())
 
-    def check(self, msg):
-        """The broker's checker (called on its checking thread): send the check to a
-        producer of the half's topic; the answer arrives as EndTransaction. Returns None
-        (unknown for now)."""
-        topic = msg.properties.get("REAL_TOPIC") or msg.topic
-        info = self.server.clients.producer_for_topic(topic)
-        if info is None or info.channel is None:
-            log.info("no producer of %s connected to check a half message", topic)
-            return None
-        cmd = svc.TelemetryCommand()
-        cmd.recover_orphaned_transaction_command.message.CopyFrom(to_pb_message(msg, topic=topic))
-        cmd.recover_orphaned_transaction_command.transaction_id = msg.msg_id or ""
-        info.channel.push(cmd)
-        return None
+
+
+def recover_orphaned_transaction_command(msg) -> svc.TelemetryCommand:
+    """The Telemetry command that asks a producer about the half message ``msg``."""
+    topic = msg.properties.get("REAL_TOPIC") or msg.topic
+    cmd = svc.TelemetryCommand()
+    cmd.recover_orphaned_transaction_command.message.CopyFrom(to_pb_message(msg, topic=topic))
+    cmd.recover_orphaned_transaction_command.transaction_id = msg.msg_id or ""
+    return cmd

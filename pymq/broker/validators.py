@@ -1,0 +1,40 @@
+"""RocketMQ's rules for the names clients send (``TopicValidator``, ``Validators``).
+
+Topic and consumer-group names match ``[%|a-zA-Z0-9_-]+``, topics up to 127 characters,
+groups up to 255. System topics (the broker's own queues: retry, dead-letter, schedule,
+transaction topics and the like) may not be written by clients. The protocol adapters turn
+a problem into their own error codes.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+NAME_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+TOPIC_MAX_LENGTH = 127
+GROUP_MAX_LENGTH = 255
+SYSTEM_TOPIC_PREFIXES = ("rmq_sys_", "RMQ_SYS_", "SCHEDULE_TOPIC_", "%RETRY%", "%DLQ%")
+SYSTEM_TOPICS = frozenset({"TBW102", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT", "BenchmarkTest",
+                           "TRANS_CHECK_MAX_TIME_TOPIC"})
+
+
+def topic_problem(name: str) -> Optional[str]:
+    """Why ``name`` is not a valid topic name, or None."""
+    if not isinstance(name, str) or not name or len(name) > TOPIC_MAX_LENGTH or not NAME_PATTERN.match(name):
+        return (f"topic {name!r} is illegal: it must match [%|a-zA-Z0-9_-]+ and be at most "
+                f"{TOPIC_MAX_LENGTH} characters")
+    return None
+
+
+def is_system_topic(name: str) -> bool:
+    """True for the broker's own topics, which clients may not send to directly."""
+    return name.startswith(SYSTEM_TOPIC_PREFIXES) or name in SYSTEM_TOPICS
+
+
+def group_problem(name: str) -> Optional[str]:
+    """Why ``name`` is not a valid consumer or producer group name, or None."""
+    if not isinstance(name, str) or not name or len(name) > GROUP_MAX_LENGTH or not NAME_PATTERN.match(name):
+        return (f"group {name!r} is illegal: it must match [%|a-zA-Z0-9_-]+ and be at most "
+                f"{GROUP_MAX_LENGTH} characters")
+    return None

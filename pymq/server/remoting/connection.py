@@ -1,0 +1,218 @@
+"""One client connection of the remoting server: frames in, commands dispatched, responses out.
+
+Requests on one connection are served concurrently and answered out of order, matched by
+``opaque`` (clients keep many calls in flight on one socket, a parked pull among them). A
+handler returns a response, an awaitable of one, or None when it answers later itself (a
+parked pull). Responses go out in the request's serialize type; a response whose body is a
+list of buffers (records of the mapped commit log) is written without joining them.
+
+Garbage never stops the server: a frame whose length word is below 4 or above 16 MiB, or
+whose header cannot be decoded, closes this connection (the stream cannot be resynchronised);
+an unknown request code is answered ``REQUEST_CODE_NOT_SUPPORTED``; a handler that fails is
+answered ``SYSTEM_ERROR``. When the client stops reading, the connection stops reading its
+requests until the written backlog drains.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from typing import Optional
+
+from .codec import MAX_FRAME, FrameError, RemotingCommand, decode_frame, encode_head
+from .codes import ResponseCode
+from .headers import RequestError
+
+log = logging.getLogger("pymq.server.remoting")
+
+_COPY_BELOW = 16 * 1024      # bodies smaller than this are joined to the header in one write
+
+
+class RemotingConnection(asyncio.Protocol):
+    """The server's end of one TCP connection; ``processor.handlers`` maps request codes
+    to ``handler(connection, command)``."""
+
+    def __init__(self, server, processor) -> None:
+        self.server = server
+        self.processor = processor
+        self.transport: Optional[asyncio.Transport] = None
+        self.peer = ""
+        self.closed = False
+        self._buffer = bytearray()
+        self._tasks: set[asyncio.Task] = set()
+        self._reading_paused = False
+        self._close_callbacks: list = []
+        self.heartbeat_seen = False      # a client registered on this connection
+
+    # -- transport events ----------------------------------------------------------------
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else "0.0.0.0:0"
+        self.server.connections.add(self)
+
+    def connection_lost(self, exc) -> None:
+        self.closed = True
+        self.server.connections.discard(self)
+        for t in self._tasks:
+            t.cancel()
+        for fn in self._close_callbacks:
+            try:
+                fn(self)
+            except Exception:
+                log.exception("closing %s", self.peer)
+        self._close_callbacks.clear()
+
+    def on_close(self, fn) -> None:
+        """Call ``fn(connection)`` when the connection closes."""
+        if self.closed:
+            fn(self)
+        else:
+            self._close_callbacks.append(fn)
+
+    def pause_writing(self) -> None:
+        if not self._reading_paused and self.transport is not None:
+            self._reading_paused = True
+            self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self._reading_paused and self.transport is not None and not self.closed:
+            self._reading_paused = False
+            self.transport.resume_reading()
+
+    def data_received(self, data: bytes) -> None:
+        buf = self._buffer
+        if buf:
+            buf += data
+            data = buf
+        n = len(data)
+        pos = 0
+        view = memoryview(data)
+        try:
+            while n - pos >= 4:
+                total = int.from_bytes(data[pos:pos + 4], "big", signed=True)
+                if total < 4 or total > MAX_FRAME:
+                    self._refuse(f"frame length {total} outside 4..{MAX_FRAME}")
+                    return
+                if n - pos - 4 < total:
+                    break
+                try:
+                    cmd = decode_frame(view[pos + 4:pos + 4 + total])
+                except FrameError as e:
+                    self._refuse(str(e))
+                    return
+                pos += 4 + total
+                self._dispatch(cmd)
+                if self.closed:
+                    return
+        finally:
+            view.release()
+            if self.closed:
+                buf.clear()
+        if self.closed:
+            return
+        if data is buf:
+            del buf[:pos]
+        elif pos < n:
+            buf += data[pos:]
+
+    def _refuse(self, why: str) -> None:
+        self.server.note_error("garbage", f"closing {self.peer}: {why}")
+        self.close()
+
+    # -- requests ------------------------------------------------------------------------
+
+    def _dispatch(self, cmd: RemotingCommand) -> None:
+        if cmd.is_response:
+            self.server.on_response(self, cmd)
+            return
+        self.server.stats.calls += 1
+        handler = self.processor.handlers.get(cmd.code)
+        try:
+            if self.server.authenticator is not None:
+                self.server.authenticator.check(cmd)
+            if handler is None:
+                result = cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                                      f"request type {cmd.code} not supported")
+            else:
+                result = handler(self, cmd)
+        except RequestError as e:
+            result = cmd.response(e.code, e.remark)
+        except Exception as e:
+            result = self._failed(cmd, e)
+        if result is None:
+            return
+        if isinstance(result, RemotingCommand):
+            self.reply(cmd, result)
+            return
+        task = asyncio.ensure_future(self._finish(cmd, result))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _finish(self, cmd: RemotingCommand, awaitable) -> None:
+        try:
+            result = await awaitable
+        except asyncio.CancelledError:
+            raise
+        except RequestError as e:
+            result = cmd.response(e.code, e.remark)
+        except Exception as e:
+            result = self._failed(cmd, e)
+        if result is not None:
+            self.reply(cmd, result)
+
+    def _failed(self, cmd: RemotingCommand, e: Exception) -> RemotingCommand:
+        self.server.note_error("handler", f"request {cmd.code} from {self.peer} failed", e)
+        return cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
+
+    # -- writing -------------------------------------------------------------------------
+
+    def reply(self, request: RemotingCommand, response: RemotingCommand) -> None:
+        """Write ``response`` unless the request was one-way or the connection is gone."""
+        if request.is_oneway:
+            return
+        self.write(response)
+
+    def write(self, cmd: RemotingCommand) -> bool:
+        """Write a command (a response, or a request the server sends); False when closed."""
+        if self.closed or self.transport is None or self.transport.is_closing():
+            return False
+        head = encode_head(cmd)
+        body = cmd.body
+        if isinstance(body, list):
+            self.transport.writelines([head, *body])
+        elif not body:
+            self.transport.write(head)
+        elif len(body) < _COPY_BELOW:
+            self.transport.write(head + body)
+        else:
+            self.transport.writelines([head, body])
+        return True
+
+    def check_transaction(self, half) -> bool:
+        """Ask this client (a producer) about a half message. The broker's check thread
+        calls it: the write is handed to the loop."""
+        loop = self.server.loop
+        if self.closed or loop is None:
+            return False
+        try:
+            loop.call_soon_threadsafe(self.server.transactions.send_check, self, half)
+        except RuntimeError:           # the loop is closed: shutting down
+            return False
+        return True
+
+    def close(self) -> None:
+        if self.transport is not None and not self.closed:
+            self.closed = True
+            self.transport.close()
+
+    def __repr__(self) -> str:
+        return f"RemotingConnection({self.peer})"

@@ -1,0 +1,96 @@
+"""The name server role: where topics live (always on this one broker).
+
+RocketMQ's name server keeps the routes brokers register; here the broker is in the same
+process, so routes come from its topic table (``config/topics.json``) and always name this
+broker (``broker_name``, id 0 = master, at the advertised address)::
+
+    {"orderTopicConf": null,
+     "queueDatas": [{"brokerName": "broker-a", "readQueueNums": 4, "writeQueueNums": 4,
+                     "perm": 6, "topicSysFlag": 0}],
+     "brokerDatas": [{"cluster": "DefaultCluster", "brokerName": "broker-a",
+                      "brokerAddrs": {"0": "127.0.0.1:10911"}}],
+     "filterServerTable": {}}
+
+A topic the broker does not know yet is described with the default queue number while
+auto-creation is on (its first send creates it), so a 4.x client can route its first send
+and a consumer can subscribe before the producer starts; with auto-creation off, or for a
+name RocketMQ would refuse, the answer is ``TOPIC_NOT_EXIST``.
+"""
+
+from __future__ import annotations
+
+from pymq.broker.topic_config import PERM_READ, PERM_WRITE, RETRY_GROUP_TOPIC_PREFIX
+from pymq.broker.validators import group_problem
+
+from .codes import RequestCode, ResponseCode
+from .headers import json_bytes, require
+
+
+class NameServerProcessor:
+    """Route and cluster queries (``DefaultRequestProcessor`` of the name server)."""
+
+    def __init__(self, server) -> None:
+        self.server = server
+        self.broker = server.broker
+
+    def handlers(self) -> dict:
+        return {
+            RequestCode.GET_ROUTEINFO_BY_TOPIC: self.get_route_info_by_topic,
+            RequestCode.GET_BROKER_CLUSTER_INFO: self.get_broker_cluster_info,
+            RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self.get_topic_list,
+            RequestCode.GET_TOPICS_BY_CLUSTER: self.get_topic_list,
+            RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS: self.get_system_topic_list,
+            RequestCode.DELETE_TOPIC_IN_NAMESRV: self.delete_topic_in_namesrv,
+            RequestCode.GET_KV_CONFIG: self.no_kv_config,
+            RequestCode.GET_KVLIST_BY_NAMESPACE: self.no_kv_config,
+        }
+
+    def _broker_data(self) -> dict:
+        bc = self.broker.broker_config
+        return {"cluster": bc.cluster_name, "brokerName": bc.broker_name,
+                "brokerAddrs": {"0": self.server.broker_address}}
+
+    def get_route_info_by_topic(self, conn, cmd):
+        topic = require(cmd.ext_fields, "topic")
+        tc = self.broker.topic_config_manager.select_or_default_topic_config(topic)
+        name = topic[len(RETRY_GROUP_TOPIC_PREFIX):]
+        if tc is None and topic.startswith(RETRY_GROUP_TOPIC_PREFIX) and group_problem(name) is None:
+            # a consumer asks for its retry topic before its first heartbeat created it
+            group = self.broker.subscription_group_manager.find_subscription_group_config(name)
+            if group is not None:
+                tc = self.broker.topic_config_manager.create_topic_of_group(topic, group.retry_queue_nums,
+                                                                            PERM_READ | PERM_WRITE)
+        if tc is None:
+            return cmd.response(ResponseCode.TOPIC_NOT_EXIST,
+                                f"No topic route info in name server for the topic: {topic}")
+        bc = self.broker.broker_config
+        route = {"orderTopicConf": None,
+                 "queueDatas": [{"brokerName": bc.broker_name, "readQueueNums": tc.read_queue_nums,
+                                 "writeQueueNums": tc.write_queue_nums, "perm": tc.perm,
+                                 "topicSysFlag": tc.topic_sys_flag}],
+                 "brokerDatas": [self._broker_data()],
+                 "filterServerTable": {}}
+        return cmd.response(ResponseCode.SUCCESS, body=json_bytes(route))
+
+    def get_broker_cluster_info(self, conn, cmd):
+        bc = self.broker.broker_config
+        info = {"brokerAddrTable": {bc.broker_name: self._broker_data()},
+                "clusterAddrTable": {bc.cluster_name: [bc.broker_name]}}
+        return cmd.response(ResponseCode.SUCCESS, body=json_bytes(info))
+
+    def get_topic_list(self, conn, cmd):
+        topics = sorted(self.broker.topic_config_manager.topics())
+        return cmd.response(ResponseCode.SUCCESS, body=json_bytes({"topicList": topics}))
+
+    def get_system_topic_list(self, conn, cmd):
+        bc = self.broker.broker_config
+        return cmd.response(ResponseCode.SUCCESS, body=json_bytes(
+            {"topicList": [bc.cluster_name, bc.broker_name], "brokerAddr": self.server.broker_address}))
+
+    def delete_topic_in_namesrv(self, conn, cmd):
+        # the route comes from the broker's table: DELETE_TOPIC_IN_BROKER removed it already
+        require(cmd.ext_fields, "topic")
+        return cmd.response(ResponseCode.SUCCESS)
+
+    def no_kv_config(self, conn, cmd):
+        return cmd.response(ResponseCode.QUERY_NOT_FOUND, "No config item")

@@ -1,0 +1,218 @@
+"""SEND_MESSAGE, SEND_MESSAGE_V2, SEND_BATCH_MESSAGE and CONSUMER_SEND_MSG_BACK.
+
+A send's fields (``producerGroup``, ``topic``, ``defaultTopic``, ``defaultTopicQueueNums``,
+``queueId``, ``sysFlag``, ``bornTimestamp``, ``flag``, ``properties``, ``reconsumeTimes``,
+``unitMode``, ``maxReconsumeTimes``; V2 names them ``a`` .. ``n``) and its body become one
+record, stored as the client sent it: the body verbatim (compressed when ``sysFlag`` says
+so), the properties string as given, the born time and the connection's address as the born
+host. As RocketMQ's ``SendMessageProcessor`` does:
+
+* topics are checked, and created on their first send when auto-creation is on;
+* a queue id below 0 picks a queue; one beyond the topic's queues is refused;
+* a send to ``%RETRY%{group}`` whose ``reconsumeTimes`` reached the group's limit (or the
+  client's ``maxReconsumeTimes``) goes to ``%DLQ%{group}`` instead;
+* a transaction-prepared ``sysFlag`` stores a half message (see ``transaction.py``);
+* ``DELAY`` delays by level; ONS's ``__STARTDELIVERTIME`` (ms) delivers at that time.
+
+A batch comes as ``SEND_BATCH_MESSAGE``, or as a single send with ``batch`` (``m``) set.
+The answer carries ``msgId`` (the offset message id: store host + commit-log offset, the
+id clients compute for pulled records), ``queueId`` and ``queueOffset``. A batch body is
+``MessageDecoder.encodeMessages``' layout, one entry per message::
+
+    int32 total | int32 magic | int32 body_crc | int32 flag | int32 body_len | body
+    | int16 properties_len | properties
+"""
+
+from __future__ import annotations
+
+import random
+import struct
+
+from pymq._core.layout import TRANSACTION_PREPARED_TYPE, TRANSACTION_TYPE_MASK
+from pymq._core.message import Message, decode_properties
+from pymq.broker.retry import SendBackError
+from pymq.broker.topic_config import PERM_READ, PERM_WRITE, RETRY_GROUP_TOPIC_PREFIX, dlq_topic
+from pymq.broker.validators import is_system_topic, topic_problem
+from pymq.status import PutMessageStatus as P
+
+from .codes import RequestCode, ResponseCode
+from .headers import RequestError, opt_bool, opt_int, opt_str, req_int, require, send_header
+
+START_DELIVER_TIME = "__STARTDELIVERTIME"       # ONS's timer property (ms)
+_BATCH_HEAD = struct.Struct(">iiiii")
+_PUT_CODES = {
+    P.PUT_OK: ResponseCode.SUCCESS,
+    P.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
+    P.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
+    P.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
+    P.MESSAGE_ILLEGAL: ResponseCode.MESSAGE_ILLEGAL,
+    P.PROPERTIES_SIZE_EXCEEDED: ResponseCode.MESSAGE_ILLEGAL,
+    P.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
+    P.OS_PAGECACHE_BUSY: ResponseCode.SYSTEM_BUSY,
+}
+
+
+def decode_batch(body: bytes, topic: str) -> list[tuple[int, bytes, dict]]:
+    """The (flag, body, properties) of each message of a batch body; RequestError when
+    it is malformed."""
+    out = []
+    pos, n = 0, len(body)
+    while pos < n:
+        if n - pos < _BATCH_HEAD.size:
+            raise RequestError(ResponseCode.MESSAGE_ILLEGAL, f"batch entry at {pos} is truncated")
+        total, _magic, _crc, flag, body_len = _BATCH_HEAD.unpack_from(body, pos)
+        end = pos + total
+        head_end = pos + _BATCH_HEAD.size
+        if total < _BATCH_HEAD.size + 2 or end > n or body_len < 0 or head_end + body_len + 2 > end:
+            raise RequestError(ResponseCode.MESSAGE_ILLEGAL, f"batch entry at {pos} has bad lengths")
+        data = body[head_end:head_end + body_len]
+        (props_len,) = struct.unpack_from(">h", body, head_end + body_len)
+        props_start = head_end + body_len + 2
+        if props_len < 0 or props_start + props_len != end:
+            raise RequestError(ResponseCode.MESSAGE_ILLEGAL, f"batch entry at {pos} has bad properties")
+        out.append((flag, data, decode_properties(body[props_start:end])))
+        pos = end
+    if not out:
+        raise RequestError(ResponseCode.MESSAGE_ILLEGAL, "empty batch")
+    return out
+
+
+class SendMessageProcessor:
+    """Sends and send-backs for a :class:`RemotingServer`."""
+
+    def __init__(self, server) -> None:
+        self.server = server
+        self.broker = server.broker
+
+    def handlers(self) -> dict:
+        return {RequestCode.SEND_MESSAGE: self.send_message, RequestCode.SEND_MESSAGE_V2: self.send_message,
+                RequestCode.SEND_BATCH_MESSAGE: self.send_batch_message,
+                RequestCode.CONSUMER_SEND_MSG_BACK: self.consumer_send_msg_back}
+
+    # -- checks ---------------------------------------------------------------------------
+
+    def _topic_for_send(self, topic: str, queue_id: int):
+        """The topic's config (created on first send), the checks of ``msgCheck``."""
+        why = topic_problem(topic)
+        if why is not None:
+            raise RequestError(ResponseCode.SYSTEM_ERROR, why)
+        if is_system_topic(topic) and not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            raise RequestError(ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
+        tcm = self.broker.topic_config_manager
+        tc = tcm.select_topic_config(topic)
+        if tc is None:
+            if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                group = self._group(topic[len(RETRY_GROUP_TOPIC_PREFIX):])
+                tc = tcm.create_topic_of_group(topic, group.retry_queue_nums, PERM_READ | PERM_WRITE)
+            else:
+                tc = tcm.create_topic_in_send_message_method(topic)
+        if tc is None:
+            raise RequestError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
+        if not tc.perm & PERM_WRITE:
+            raise RequestError(ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
+        if queue_id >= max(tc.write_queue_nums, tc.read_queue_nums):
+            raise RequestError(ResponseCode.SYSTEM_ERROR,
+                               f"request queueId[{queue_id}] is illegal, topic:[{topic}] writeQueueNums:[{tc.write_queue_nums}]")
+        return tc
+
+    def _group(self, group: str):
+        cfg = self.broker.subscription_group_manager.find_subscription_group_config(group)
+        if cfg is None:
+            raise RequestError(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group}")
+        return cfg
+
+    # -- single sends ---------------------------------------------------------------------
+
+    def send_message(self, conn, cmd):
+        h = send_header(cmd.ext_fields, cmd.code == RequestCode.SEND_MESSAGE_V2)
+        if opt_bool(h, "batch"):          # a batch sent with a single-message code (C++ clients)
+            return self.send_batch_message(conn, cmd)
+        topic = require(h, "topic")
+        queue_id = req_int(h, "queueId")
+        sys_flag = opt_int(h, "sysFlag")
+        reconsume_times = opt_int(h, "reconsumeTimes")
+        tc = self._topic_for_send(topic, queue_id)
+        if queue_id < 0:
+            queue_id = random.randrange(max(tc.write_queue_nums, 1))
+        props = decode_properties(opt_str(h, "properties"))
+        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            group = self._group(topic[len(RETRY_GROUP_TOPIC_PREFIX):])
+            limit = opt_int(h, "maxReconsumeTimes", group.retry_max_times)
+            if reconsume_times >= limit:
+                topic = dlq_topic(group.group_name)
+                self.broker.topic_config_manager.create_topic_of_group(topic, 1, PERM_WRITE)
+                queue_id = 0
+        deliver_at = props.get(START_DELIVER_TIME)
+        if deliver_at and "TIMER_DELIVER_MS" not in props and deliver_at.isdigit():
+            props["TIMER_DELIVER_MS"] = deliver_at
+        try:
+            msg = Message(topic, cmd.body, properties=props, queue_id=queue_id, flag=opt_int(h, "flag"),
+                          born_timestamp=opt_int(h, "bornTimestamp"), born_host=conn.peer,
+                          sys_flag=sys_flag, reconsume_times=max(reconsume_times, 0))
+        except (TypeError, ValueError) as e:
+            raise RequestError(ResponseCode.MESSAGE_ILLEGAL, str(e)) from None
+        if sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_PREPARED_TYPE:
+            put = self.broker.put_half_message
+            args = (msg, opt_str(h, "producerGroup") or "DEFAULT_PRODUCER")
+        else:
+            put = self.broker.put_message
+            args = (msg,)
+        if self.server._inline:
+            return self._answer(cmd, put(*args), queue_id)
+        return self._put_async(cmd, put, args, queue_id)
+
+    async def _put_async(self, cmd, put, args, queue_id: int):
+        return self._answer(cmd, await self.server.call(put, *args), queue_id)
+
+    def _answer(self, cmd, r, queue_id: int):
+        code = _PUT_CODES.get(r.status, ResponseCode.SYSTEM_ERROR)
+        if not r.is_ok():
+            return cmd.response(code, f"{r.status.name}: {r.error or ''}".rstrip(": "))
+        self.server.stats.sent += max(r.msg_num, 1)
+        ext = {"msgId": r.msg_id, "queueId": queue_id, "queueOffset": r.queue_offset,
+               "MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}
+        return cmd.response(code, None, ext)
+
+    # -- batches --------------------------------------------------------------------------
+
+    def send_batch_message(self, conn, cmd):
+        h = send_header(cmd.ext_fields, True)
+        topic = require(h, "topic")
+        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            raise RequestError(ResponseCode.MESSAGE_ILLEGAL, "batch message does not support retry group")
+        queue_id = req_int(h, "queueId")
+        tc = self._topic_for_send(topic, queue_id)
+        if queue_id < 0:
+            queue_id = random.randrange(max(tc.write_queue_nums, 1))
+        born, flag_sys, host = opt_int(h, "bornTimestamp"), opt_int(h, "sysFlag"), conn.peer
+        msgs = []
+        for flag, data, props in decode_batch(bytes(cmd.body), topic):
+            if props.get("DELAY") or props.get(START_DELIVER_TIME):
+                raise RequestError(ResponseCode.MESSAGE_ILLEGAL, "batch message does not support delay")
+            msgs.append(Message(topic, data, properties=props, queue_id=queue_id, flag=flag, born_timestamp=born,
+                                born_host=host, sys_flag=flag_sys & ~TRANSACTION_TYPE_MASK))
+        if self.server._inline:
+            return self._answer(cmd, self.broker.put_messages(msgs), queue_id)
+        return self._put_async(cmd, self.broker.put_messages, (msgs,), queue_id)
+
+    # -- send back (retry / DLQ) ------------------------------------------------------------
+
+    def consumer_send_msg_back(self, conn, cmd):
+        ext = cmd.ext_fields
+        group = require(ext, "group")
+        offset = req_int(ext, "offset")
+        delay_level = opt_int(ext, "delayLevel")
+        limit = opt_int(ext, "maxReconsumeTimes", -1)
+        self._group(group)
+        if self.server._inline:
+            return self._sent_back(cmd, group, offset, delay_level, limit)
+        return self.server.call(self._sent_back, cmd, group, offset, delay_level, limit)
+
+    def _sent_back(self, cmd, group: str, offset: int, delay_level: int, limit: int):
+        try:
+            r = self.broker.send_message_back(group, offset, delay_level, limit if limit >= 0 else None)
+        except SendBackError as e:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, str(e))
+        if not r.is_ok():
+            return cmd.response(_PUT_CODES.get(r.status, ResponseCode.SYSTEM_ERROR), r.status.name)
+        return cmd.response(ResponseCode.SUCCESS)

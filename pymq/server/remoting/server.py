@@ -1,0 +1,225 @@
+"""``RemotingServer``: a :class:`pymq.Broker` behind RocketMQ 4.x's remoting protocol.
+
+Two listeners on one asyncio loop: the name server (port 9876), which tells clients where
+topics live (always this broker), and the broker (port 10911), which serves sends, pulls,
+offsets, heartbeats, retries, transactions, queries and the admin calls. Either can be
+turned off. Calls that return at once (appends under ``ASYNC_FLUSH``, pulls, offsets) run on
+the loop; calls that may block (anything under ``SYNC_FLUSH``) run on a small thread pool.
+Pulls park on the store's arrival notifications (``PullRequestHoldService``).
+
+The server holds no message state: topics, groups, offsets, retries and transactions are
+the broker's; clients are kept in the broker's client table, shared with the gRPC server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import socket
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Optional
+
+from pymq.errors import PymqError
+
+from ..addresses import route_host
+from .admin import AdminProcessor
+from .auth import RemotingAuthenticator
+from .client_manage import ClientManageProcessor
+from .connection import RemotingConnection
+from .namesrv import NameServerProcessor
+from .pull import PullMessageProcessor
+from .pull_hold import PullRequestHoldService
+from .query import QueryMessageProcessor
+from .send import SendMessageProcessor
+from .transaction import EndTransactionProcessor
+
+log = logging.getLogger("pymq.server.remoting")
+
+HOUSEKEEPING_S = 10.0
+ERROR_WINDOW_S = 60.0
+
+
+@dataclasses.dataclass
+class RemotingConfig:
+    """Settings of :class:`RemotingServer`; a port of None turns that listener off, 0
+    picks a free one."""
+
+    host: str = "127.0.0.1"
+    namesrv_port: Optional[int] = 9876
+    broker_port: Optional[int] = 10911
+    advertised_host: Optional[str] = None
+    access_key: Optional[str] = None
+    secret_key: Optional[str] = None
+    max_workers: int = 16
+    pull_hold_max_ms: int = 20_000         # clients give up on a parked pull after 30 s
+    default_query_max_num: int = 32        # defaultQueryMaxNum
+
+    def __post_init__(self) -> None:
+        for name in ("namesrv_port", "broker_port"):
+            port = getattr(self, name)
+            if port is not None and not 0 <= port <= 65535:
+                raise PymqError(f"{name} must be in 0..65535 or None, not {port}")
+        if bool(self.access_key) != bool(self.secret_key):
+            raise PymqError("access_key and secret_key go together")
+
+
+@dataclasses.dataclass
+class RemotingStats:
+    """Counters for the status line."""
+
+    calls: int = 0
+    sent: int = 0
+    pulled: int = 0
+    pulled_bytes: int = 0
+    errors: int = 0
+
+
+class Processor:
+    """A request-code table (``handlers``) built from the processors given."""
+
+    def __init__(self, *parts) -> None:
+        self.handlers: dict = {}
+        for p in parts:
+            self.handlers.update(p.handlers())
+
+
+class RemotingServer:
+    """Serves ``broker`` (a started :class:`pymq.Broker`) to 4.x clients."""
+
+    def __init__(self, broker, config: Optional[RemotingConfig] = None) -> None:
+        self.broker = broker
+        self.config = cfg = config or RemotingConfig()
+        self.clients = broker.client_manager
+        self.authenticator = (RemotingAuthenticator({cfg.access_key: cfg.secret_key})
+                              if cfg.access_key else None)
+        self.executor = ThreadPoolExecutor(max_workers=cfg.max_workers, thread_name_prefix="pymq-remoting")
+        self.stats = RemotingStats()
+        self.connections: set[RemotingConnection] = set()
+        self.stopping = False
+        self.ports: dict[str, int] = {}
+        self._inline = not broker.config.sync_flush
+        self._servers: list[asyncio.AbstractServer] = []
+        self._tasks: list[asyncio.Task] = []
+        self._errors: dict[str, list] = {}        # kind -> [suppressed count, window start]
+        self.started_at = time.monotonic()
+        self._opaque = 0
+        self.loop: Optional[asyncio.AbstractEventLoop] = None
+        self.hold = PullRequestHoldService(self)
+        self.client_manage = ClientManageProcessor(self)
+        self.pull = PullMessageProcessor(self)
+        self.send = SendMessageProcessor(self)
+        self.transactions = EndTransactionProcessor(self)
+        self.broker_processor = Processor(self.send, self.pull, self.client_manage, QueryMessageProcessor(self),
+                                          AdminProcessor(self), self.transactions)
+        self.namesrv_processor = Processor(NameServerProcessor(self))
+
+    # -- helpers for the processors ----------------------------------------------------
+
+    async def call(self, fn, *args):
+        """``fn(*args)`` on the loop (``ASYNC_FLUSH``) or on the thread pool (``SYNC_FLUSH``)."""
+        if self._inline:
+            return fn(*args)
+        return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
+
+    async def call_blocking(self, fn, *args):
+        """``fn(*args)`` on the thread pool, whatever the flush mode (slow calls)."""
+        return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
+
+    @property
+    def broker_address(self) -> str:
+        """``host:port`` that routes give clients for this broker."""
+        cfg = self.config
+        return f"{route_host(cfg.host, cfg.advertised_host)}:{self.ports.get('broker', cfg.broker_port or 0)}"
+
+    def note_error(self, kind: str, message: str, exc: Optional[BaseException] = None) -> None:
+        """Log a failure once per ``ERROR_WINDOW_S`` per kind; the rest are counted and
+        reported with the next one logged."""
+        self.stats.errors += 1
+        now = time.monotonic()
+        entry = self._errors.get(kind)
+        if entry is not None and now - entry[1] < ERROR_WINDOW_S:
+            entry[0] += 1
+            return
+        suppressed = entry[0] if entry is not None else 0
+        self._errors[kind] = [0, now]
+        more = f" ({suppressed} more since the last report)" if suppressed else ""
+        if exc is not None:
+            log.warning("%s%s", message, more, exc_info=exc)
+        else:
+            log.warning("%s%s", message, more)
+
+    def next_opaque(self) -> int:
+        """The opaque of a request the server sends."""
+        self._opaque = (self._opaque + 1) & 0x7FFFFFFF
+        return self._opaque
+
+    def on_response(self, conn: RemotingConnection, cmd) -> None:
+        """A response to a request the server sent (none expect one)."""
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    async def start(self, sockets: Optional[dict] = None) -> dict[str, int]:
+        """Listen on the enabled ports (or on ``sockets``, ``{"broker": sock, "namesrv":
+        sock}`` bound beforehand, see :func:`bind_listeners`); returns
+        ``{"namesrv": port, "broker": port}``."""
+        cfg = self.config
+        loop = self.loop = asyncio.get_running_loop()
+        sockets = sockets or {}
+        for name, port, processor in (("broker", cfg.broker_port, self.broker_processor),
+                                      ("namesrv", cfg.namesrv_port, self.namesrv_processor)):
+            if port is None:
+                continue
+            factory = (lambda p=processor: RemotingConnection(self, p))
+            if name in sockets:
+                server = await loop.create_server(factory, sock=sockets[name], backlog=1024)
+            else:
+                server = await loop.create_server(factory, cfg.host, port, reuse_address=True, backlog=1024)
+            self._servers.append(server)
+            self.ports[name] = server.sockets[0].getsockname()[1]
+        self.hold.start()
+        self.clients.add_listener(self.client_manage.client_gone)
+        self.broker.set_transaction_checker(self.clients.check_transaction)
+        self._tasks.append(asyncio.ensure_future(self._housekeeping()))
+        return dict(self.ports)
+
+    async def _housekeeping(self) -> None:
+        while not self.stopping:
+            await asyncio.sleep(HOUSEKEEPING_S)
+            for info in self.clients.scan_expired():
+                log.info("client %s expired", info.client_id)
+
+    async def stop(self) -> None:
+        """Stop listening, answer parked pulls, close the connections."""
+        if self.stopping:
+            return
+        self.stopping = True
+        for t in self._tasks:
+            t.cancel()
+        for s in self._servers:
+            s.close()
+        self.hold.stop()
+        for conn in list(self.connections):
+            conn.close()
+        for s in self._servers:
+            await s.wait_closed()
+        self.executor.shutdown(wait=True, cancel_futures=True)
+
+    def status_line(self) -> str:
+        """One line: connections, calls, messages sent and pulled."""
+        s = self.stats
+        return (f"remoting connections={len(self.connections)} calls={s.calls} sent={s.sent} "
+                f"pulled={s.pulled} pulled_bytes={s.pulled_bytes} parked={len(self.hold)} errors={s.errors}")
+
+
+def bind_listeners(config: RemotingConfig) -> dict:
+    """Bind the enabled listening sockets of ``config`` now (port 0 picks a free one), so
+    that the broker's address is known before the store opens (records carry it as their
+    store host, and the message ids clients compute from it point back here)."""
+    out = {}
+    for name, port in (("broker", config.broker_port), ("namesrv", config.namesrv_port)):
+        if port is not None:
+            out[name] = socket.create_server((config.host, port), reuse_port=False,
+                                             family=socket.AF_INET6 if ":" in config.host else socket.AF_INET)
+    return out
