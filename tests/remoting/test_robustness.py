@@ -33,13 +33,13 @@ def read_frame(sock: socket.socket, timeout: float = 5.0):
     sock.settimeout(timeout)
     data = b""
     while len(data) < 4:
-        chunk = sock.recv(65536)
+        chunk = sock.recv(4 - len(data))        # never past this frame: the next may follow at once
         if not chunk:
             return None
         data += chunk
     total = struct.unpack(">i", data[:4])[0]
     while len(data) < 4 + total:
-        chunk = sock.recv(65536)
+        chunk = sock.recv(4 + total - len(data))
         if not chunk:
             return None
         data += chunk
