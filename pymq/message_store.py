@@ -33,7 +33,7 @@ from pymq.store.consumer_offsets import ConsumerOffsetManager, ConsumerOffsetPer
 from pymq.store.disk_guard import DiskGuard
 from pymq.store.index_service import IndexService
 from pymq.store.flush_service import (FlushConsumeQueueService, FlushRealTimeService, GroupCommitRequest,
-                                      GroupCommitService)
+                                      GroupCommitService, flushed_future)
 from pymq.store.long_polling import MessageArrivingNotifier
 from pymq.store.put_gate import PutGate
 from pymq.store.recovery import recover, recover_topic_queue_table
@@ -441,20 +441,7 @@ class MessageStore:
         return self._flushed_future(self.commit_log.appender.put_batch(msgs))
 
     def _flushed_future(self, result) -> "Future":
-        fut: Future = Future()
-        fut.set_running_or_notify_cancel()      # a running future cannot be cancelled
-        fut.put_result = result
-        if not (self._sync_flush and result.status is PutMessageStatus.PUT_OK):
-            fut.set_result(result)
-            return fut
-
-        def flushed(ok: bool) -> None:
-            if not ok:
-                result.set_status(PutMessageStatus.FLUSH_DISK_TIMEOUT)
-            fut.set_result(result)
-
-        self.flush_service.put_request(GroupCommitRequest(result.commitlog_offset + result.wrote_bytes, flushed))
-        return fut
+        return flushed_future(self.flush_service if self._sync_flush else None, result)
 
     def _wait_flushed(self, result) -> None:
         req = GroupCommitRequest(result.commitlog_offset + result.wrote_bytes)

@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import threading
 import time
+from concurrent.futures import Future
 from typing import Callable, Optional
+
+from pymq.status import PutMessageStatus
 
 from .mapped_file_queue import MappedFileQueue
 from .service_thread import ServiceThread
@@ -91,6 +94,27 @@ class GroupCommitRequest:
         self._done.wait(timeout_s)
         self.complete(False)
         return self.ok
+
+
+def flushed_future(group_commit: Optional["GroupCommitService"], result) -> Future:
+    """A running :class:`concurrent.futures.Future` of the put ``result``: done now when
+    there is nothing to wait for (``group_commit`` None: ``ASYNC_FLUSH``, or the put
+    failed), else when the group commit has the record on disk (``FLUSH_DISK_TIMEOUT``
+    when that flush failed). Its ``put_result`` is the result it will be done with."""
+    fut: Future = Future()
+    fut.set_running_or_notify_cancel()      # a running future cannot be cancelled
+    fut.put_result = result
+    if group_commit is None or result.status is not PutMessageStatus.PUT_OK:
+        fut.set_result(result)
+        return fut
+
+    def flushed(ok: bool) -> None:
+        if not ok:
+            result.set_status(PutMessageStatus.FLUSH_DISK_TIMEOUT)
+        fut.set_result(result)
+
+    group_commit.put_request(GroupCommitRequest(result.commitlog_offset + result.wrote_bytes, flushed))
+    return fut
 
 
 class GroupCommitService(ServiceThread):
