@@ -98,6 +98,11 @@ class Consumer:
         self._positions[(self.topic, queue_id)] = offset
 
     def _pull_once(self) -> list:
+        return [m for _topic, _qid, msgs in self._pull_batches() for m in msgs]
+
+    def _pull_batches(self) -> list:
+        """One pass over the queues: ``[(topic read, queue id, messages)]``, positions
+        advanced past what is returned (:mod:`pymq.aio` keeps the source of each)."""
         out: list = []
         queues = self._queues()
         if not queues:
@@ -112,7 +117,7 @@ class Consumer:
                 if topic != self.topic:
                     for m in r.messages:        # a retry: hand it over under its own topic
                         m.topic = m.properties.get(PROPERTY_RETRY_TOPIC, self.topic)
-                out.extend(r.messages)
+                out.append((topic, qid, r.messages))
                 self._positions[(topic, qid)] = r.next_begin_offset
             elif r.status in _RESET:
                 self._positions[(topic, qid)] = r.next_begin_offset
@@ -128,12 +133,15 @@ class Consumer:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return msgs
-            topics = tuple(t for t, _tags, _start in self._subscriptions)
-            waiting = {t: {q: off for (tt, q), off in self._positions.items() if tt == t} for t in topics}
-            if not self.store.wait_messages(topics, waiting, remaining):
+            if not self.store.wait_messages(*self._wait_offsets(), remaining):
                 # timed out, or only filtered-out messages arrived: one more pass then return
                 if time.monotonic() >= deadline:
                     return self._pull_once()
+
+    def _wait_offsets(self) -> tuple:
+        """``(topics, {topic: {queue_id: position}})``: what ``wait_messages`` waits on."""
+        topics = tuple(t for t, _tags, _start in self._subscriptions)
+        return topics, {t: {q: off for (tt, q), off in self._positions.items() if tt == t} for t in topics}
 
     def __iter__(self) -> Iterator:
         while True:

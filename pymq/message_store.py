@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Optional
+from concurrent.futures import Future
+from typing import Callable, Iterable, Optional
 
 from pymq._core.dispatch import CqRouter
 from pymq._core.message import Message
@@ -32,7 +33,7 @@ from pymq.store.consumer_offsets import ConsumerOffsetManager, ConsumerOffsetPer
 from pymq.store.disk_guard import DiskGuard
 from pymq.store.index_service import IndexService
 from pymq.store.flush_service import (FlushConsumeQueueService, FlushRealTimeService, GroupCommitRequest,
-                                      GroupCommitService)
+                                      GroupCommitService, flushed_future)
 from pymq.store.long_polling import MessageArrivingNotifier
 from pymq.store.put_gate import PutGate
 from pymq.store.recovery import recover, recover_topic_queue_table
@@ -44,6 +45,8 @@ from pymq.store.schedule_service import ScheduleMessageService
 from pymq.store.timer_service import TimerMessageService
 from pymq.store.topic_deletions import TopicDeletions, delete_topic
 from pymq.store.store_lock import StoreLock
+from pymq.store.store_stats import TimerBacklog, store_stats
+from pymq.store.store_stats_service import StoreStatsService, counters_of
 
 log = logging.getLogger("pymq")
 
@@ -195,6 +198,11 @@ class MessageStore:
         self.offset_persist_service = ConsumerOffsetPersistService(
             self.consumer_offsets, cfg.flush_consumer_offset_interval)
         self.clean_service = self._build_clean_service()
+        self._build_stats_service()
+
+    def _build_stats_service(self) -> None:
+        self.stats_service = StoreStatsService(counters_of(self))
+        self._timer_backlog = TimerBacklog()
 
     def _load_topic_deletions(self, root: str) -> TopicDeletions:
         deletions = TopicDeletions(root)
@@ -265,6 +273,7 @@ class MessageStore:
                                               self.notifier, on_dropped=self.reader.forget)
         self._sync_flush = False
         self._bind_reads()
+        self._build_stats_service()
 
     def refresh(self) -> None:
         """Read-only stores: catch up now with what the writer appended since the last
@@ -284,6 +293,7 @@ class MessageStore:
             raise StoreStateError("the store was shut down; open a new MessageStore")
         if self._running:
             return self
+        self.stats_service.start()
         if self.read_only:
             self.refresh_service.start()
             self._running = True
@@ -314,6 +324,7 @@ class MessageStore:
         if self._closed:
             return
         self._closed = True
+        self.stats_service.shutdown()
         if not self.read_only and self._running:
             self.clean_service.shutdown()
             # deliveries write through the appender: stop them before it closes
@@ -410,6 +421,28 @@ class MessageStore:
             self._wait_flushed(result)
         return result
 
+    def async_put_message(self, msg: Message) -> "Future":
+        """RocketMQ's ``asyncPutMessage``: append ``msg`` now and return a
+        :class:`concurrent.futures.Future` of its :class:`PutMessageResult`, done at once
+        under ``ASYNC_FLUSH`` and, under ``SYNC_FLUSH``, when the group commit has the
+        record on disk (``FLUSH_DISK_TIMEOUT`` when that flush failed). No thread waits
+        meanwhile; :mod:`pymq.aio` awaits it from an asyncio loop. A caller that needs a
+        bound on the wait (a disk that hangs) waits at most ``sync_flush_timeout`` ms and
+        then treats the put as ``FLUSH_DISK_TIMEOUT``, as ``put_message`` does (the
+        future's ``put_result`` attribute is the result it will be done with)."""
+        if not isinstance(msg, Message):
+            raise TypeError(f"put_message takes a pymq.Message, not {type(msg).__name__}")
+        return self._flushed_future(self.commit_log.appender.put(msg))
+
+    def async_put_messages(self, msgs) -> "Future":
+        """``put_messages`` as :meth:`async_put_message` does ``put_message``."""
+        if not isinstance(msgs, list):
+            msgs = list(msgs)
+        return self._flushed_future(self.commit_log.appender.put_batch(msgs))
+
+    def _flushed_future(self, result) -> "Future":
+        return flushed_future(self.flush_service if self._sync_flush else None, result)
+
     def _wait_flushed(self, result) -> None:
         req = GroupCommitRequest(result.commitlog_offset + result.wrote_bytes)
         self.flush_service.put_request(req)
@@ -487,6 +520,14 @@ class MessageStore:
         topics at once: ``topic`` a tuple of names and ``offsets`` ``{topic: {queue_id:
         offset}}``."""
         self._check_open()
+        topics, ready = self.arrival_condition(topic, offsets)
+        return self.notifier.wait_any(topics, ready, timeout_s)
+
+    def arrival_condition(self, topic, offsets: dict) -> tuple:
+        """``(topics, ready)`` for a wait as :meth:`wait_messages` describes it:
+        ``ready()`` is true once one of the queues has a message at or after its offset,
+        or a new queue of the topics appeared. With :meth:`add_arrival_listener` this is
+        how code that cannot block a thread waits (:mod:`pymq.aio`)."""
         find = self.consume_queues.find_consume_queue
         by_topic = {topic: offsets} if isinstance(topic, str) else {t: offsets.get(t, {}) for t in topic}
         known = {t: set(self.consume_queues.topics().get(t, ())) for t in by_topic}
@@ -500,7 +541,18 @@ class MessageStore:
                     return True
             return False
 
-        return self.notifier.wait_any(by_topic, ready, timeout_s)
+        return tuple(by_topic), ready
+
+    def add_arrival_listener(self, listener: Callable[[Optional[dict]], None],
+                             topics: Optional[Iterable[str]] = None) -> Callable[[], None]:
+        """Call ``listener(arrived)`` each time the dispatcher extends a queue of one of
+        ``topics`` (of any topic when None; ``arrived`` maps ``(topic, queue_id)`` to the
+        queue's new max offset; None at shutdown means "anything may have changed"). It runs on the
+        dispatcher's thread (a read-only store's refresh thread) right after the
+        blocking waiters were woken, so it must return at once: hand the news to a loop
+        with ``loop.call_soon_threadsafe`` or write an eventfd. Returns the function that
+        removes the listener. This is the hook :mod:`pymq.aio` wakes its waiters with."""
+        return self.notifier.add_listener(listener, topics)
 
     def has_queue(self, topic: str, queue_id: int) -> bool:
         """Whether (topic, queue_id) has a consume queue (unlike the other queries, which
@@ -605,6 +657,15 @@ class MessageStore:
         if self.read_only:
             raise StoreStateError("a read-only store cannot delete files")
         return self.clean_service.run_pass(manual=True)
+
+    def stats(self) -> dict:
+        """What the store is doing, as a plain JSON-serialisable dict (RocketMQ's store
+        stats and broker runtime info): put and get totals and rates over 10 s / 1 min /
+        10 min, the commit log's extent, flush and dispatch lag, offsets per topic and
+        queue, lag per consumer group, the disk and cleaning thresholds, pending delayed
+        and timer messages, background services' health. A :class:`pymq.Broker` adds
+        pop in-flight counts. Keys: ``docs/operations.md``."""
+        return store_stats(self, self.stats_service, self._timer_backlog)
 
     def disk_usage(self):
         """The disk of the store: a :class:`~pymq.store.disk_guard.DiskUsage` (``ratio``,

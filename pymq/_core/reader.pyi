@@ -23,6 +23,10 @@ class GetMessageResult:
 
 class QueueReader:
     closed: bool
+    found_count: int
+    miss_count: int
+    got_messages: int
+    got_bytes: int
     def __init__(self, commit_log_queue: Any, commitlog_file_size: int, resolve: Callable[[str, int], Any],
                  parse_filter: Callable[[str], Any], memory_window: int, max_count_memory: int,
                  max_bytes_memory: int, max_count_disk: int, max_bytes_disk: int) -> None: ...

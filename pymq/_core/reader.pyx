@@ -143,6 +143,9 @@ cdef class QueueReader:
     cdef long long max_bytes_memory
     cdef long long max_bytes_disk
     cdef public bint closed
+    # pulls served, for the store's statistics (RocketMQ's getMessageTimesTotalFound/Miss,
+    # getMessageTransferedMsgCount): plain C increments, read by StoreStatsService
+    cdef readonly long long found_count, miss_count, got_messages, got_bytes
 
     def __init__(self, commit_log_queue, long long commitlog_file_size, resolve, parse_filter,
                  long long memory_window, int max_count_memory, long long max_bytes_memory,
@@ -234,6 +237,12 @@ cdef class QueueReader:
             else:
                 self._collect(r, mf, <Py_ssize_t>(pos - mf.file_from_offset), offset, topic, queue_id, max_msgs,
                               flt.codes if flt is not None else (), flt.names_utf8 if flt is not None else (), raw)
+        if r.status is FOUND:
+            self.found_count += 1
+            self.got_messages += r.raw_count if raw else len(r.messages)
+            self.got_bytes += r.buffer_total_size
+        else:
+            self.miss_count += 1
         return r
 
     cdef int _collect(self, GetMessageResult r, MappedFile cq, Py_ssize_t start, long long offset,

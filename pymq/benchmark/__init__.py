@@ -24,6 +24,9 @@ Workload groups; the ratio column is pymq's msgs/s divided by the row's msgs/s
 ``delivery``, ``put_with_timers``
     delay-level and timer message lateness (p50/p99), and put_message throughput with
     100,000 timers pending; see :mod:`pymq.benchmark.delivery`.
+``aio_put``, ``aio_sync_put``, ``aio_wakeup``
+    :mod:`pymq.aio` next to the threaded API: put rate, SYNC_FLUSH puts from 32
+    producers, put-to-wake-up latency (p50/p99); see :mod:`pymq.benchmark.aio`.
 
 Durability: pymq runs a started store with the default ``StoreConfig`` (1 GiB segments,
 ``ASYNC_FLUSH``: a put returns once the message is in the mapped commit log); lmdb is
@@ -34,6 +37,8 @@ Adding a workload: subclass :class:`Workload` (``group``, ``implementation``,
 ``operation``, ``open``/``run``/``check``/``close``) and append it to :data:`WORKLOADS`.
 """
 
+from .aio import (PymqAioPut, PymqAioSyncPut, PymqAioWakeup, PymqThreadPut, PymqThreadSyncPut,
+                  PymqThreadWakeup)
 from .base import TOPIC, PEERS, BenchCheckError, BenchOptions, Workload, store_config
 from .read import (BisectTimeLookup, LmdbCursorRead, PymqDispatch, PymqGetMessage, PymqPutMessagesReference,
                    PymqTimeLookup, QueuelibPop)

@@ -18,6 +18,8 @@ from typing import Any, TextIO
 import pymq
 from pymq._version import __version__
 
+from .aio import (PymqAioPut, PymqAioSyncPut, PymqAioWakeup, PymqThreadPut, PymqThreadSyncPut,
+                  PymqThreadWakeup)
 from .base import PEERS, BenchOptions, Workload, store_config
 from .read import (BisectTimeLookup, LmdbCursorRead, PymqDispatch, PymqGetMessage, PymqPutMessagesReference,
                    PymqTimeLookup, QueuelibPop)
@@ -43,6 +45,9 @@ WORKLOADS: tuple[type[Workload], ...] = (
     PymqPutWhileCleaning, PymqPutNotCleaning,
     PymqPutWithHalves, PymqPutWithoutHalves,
     PymqPopAck, PersistQueueAck, LitequeuePopDone,
+    PymqAioPut, PymqThreadPut,
+    PymqAioSyncPut, PymqThreadSyncPut,
+    PymqAioWakeup, PymqThreadWakeup,
     *REALISTIC,
 )
 

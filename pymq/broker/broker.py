@@ -19,6 +19,7 @@ from pymq.config import StoreConfig
 from pymq.message_store import MessageStore
 
 from .broker_config import BrokerConfig
+from .broker_stats import broker_stats
 from .client_manager import ClientManager
 from .pop_service import PopMessageService
 from .rebalance_lock import RebalanceLockManager
@@ -86,6 +87,11 @@ class Broker(MessageStore):
 
     def __enter__(self) -> "Broker":
         return self.start()
+
+    def stats(self) -> dict:
+        """The store's :meth:`~pymq.MessageStore.stats` plus ``pop``: per consumer group
+        and topic, messages in flight (received, not acked), waiting (FIFO) and unread."""
+        return broker_stats(self, super().stats())
 
     # -- retry and dead letter ---------------------------------------------------------------
 

@@ -16,6 +16,7 @@ the state (:mod:`pymq.broker.pop_state`).
 from __future__ import annotations
 
 import logging
+import sys
 from typing import Optional
 
 from pymq.errors import StoreStateError
@@ -241,10 +242,11 @@ def dead_letter(svc, key: tuple, s: QueuePopState, offset: int, e: PopEntry, m, 
     except Exception:
         if not retry:
             raise
-        log.exception("pop: dead-lettering %s queue %d offset %d for %s failed; retried later",
-                      key[1], key[2], offset, group)
+        svc.dead_letter_errors.failed(f"{key[1]} queue {key[2]} offset {offset} for {group}: "
+                                      f"{sys.exc_info()[1]!r} (retried later)", exc_info=True)
         s.set_ready([offset])
         return None
+    svc.dead_letter_errors.succeeded()
     doc = {"g": group, "t": key[1], "q": key[2], "o": offset, "id": e.pop_id, "r": "dlq"}
     put = svc.revive_log.append("ack", doc)
     svc.state.apply("ack", doc)

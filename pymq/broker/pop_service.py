@@ -27,6 +27,7 @@ from typing import Callable, Optional
 
 from pymq.errors import CorruptStoreError
 from pymq.filter import parse_tag_expression
+from pymq.store.episode_log import EpisodeLog
 from pymq.store.service_thread import ServiceThread
 
 from .pop_queue import PopBatch, pop_queue
@@ -93,6 +94,7 @@ class PopMessageService:
         self._next_id = max(self.state.max_pop_id + 1, wall_clock_ms() * 1000)
         self._records = 0
         self.revive_service = PopReviveService(self, broker_config.pop_revive_interval)
+        self.dead_letter_errors = EpisodeLog(log, "pop: dead-lettering")
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -177,12 +179,13 @@ class PopMessageService:
         parse_tag_expression(tags)
         deadline = time.monotonic() + timeout_s
         while True:
-            version = self._wake.get(topic, 0)
+            version = self.wake_version(topic)
             result = self._pop_once(group, topic, max_nums, invisible_time_ms, tags)
             remaining = deadline - time.monotonic()
             if result.messages or remaining <= 0:
                 return result
-            self._wait(group, topic, version, remaining)
+            ready, wait_s = self.wait_condition(group, topic, version, remaining)
+            self.broker.notifier.wait((topic, None), ready, wait_s)
 
     def _pop_once(self, group, topic, max_nums, invisible_time_ms, tags) -> PopResult:
         broker = self.broker
@@ -209,9 +212,18 @@ class PopMessageService:
         self.revive_log.wait_durable(last_put)
         return PopResult(PopStatus.FOUND if msgs else PopStatus.NO_NEW_MSG, msgs, now, invisible_time_ms)
 
-    def _wait(self, group: str, topic: str, version: int, timeout_s: float) -> None:
-        """Sleep until a message arrives in ``topic``, a pop may find more (an ack
-        unblocked a FIFO message group, a deadline passed), or ``timeout_s``."""
+    def wake_version(self, topic: str) -> int:
+        """A number that changes when pops of ``topic`` may find more without a new
+        message (an ack unblocked a FIFO message group, a deadline passed); read it
+        before a pop that found nothing and pass it to :meth:`wait_condition`."""
+        return self._wake.get(topic, 0)
+
+    def wait_condition(self, group: str, topic: str, version: int, timeout_s: float) -> tuple:
+        """``(ready, timeout_s)`` for waiting after a pop of ``group`` found nothing:
+        ``ready()`` turns true when a message arrives in ``topic`` or a pop may find more
+        (``version`` from :meth:`wake_version` moved on); the timeout is cut to the next
+        deadline of the group's in-flight messages, when one of them reappears. The
+        arrival notifier (or a listener on it, :mod:`pymq.aio`) says when to look again."""
         broker = self.broker
         cursors = {}
         next_deadline = None
@@ -234,7 +246,7 @@ class PopMessageService:
                 return True
             return any(cursors.get(q, 0) < broker.get_max_offset_in_queue(topic, q) for q in qids)
 
-        broker.notifier.wait((topic, None), ready, timeout_s)
+        return ready, timeout_s
 
     def wake(self, topic: str, queue_id: int) -> None:
         """Pops of ``topic`` may find more now: wake long-polling pops."""

@@ -40,6 +40,7 @@ from pymq._core.message import Message
 from pymq._core.record import decode_message_id
 from pymq.errors import PymqError
 from pymq.status import GetMessageStatus
+from pymq.store.episode_log import EpisodeLog
 from pymq.store.service_thread import ServiceThread
 
 log = logging.getLogger("pymq")
@@ -82,6 +83,7 @@ class TransactionalMessageService(ServiceThread):
         self._lock = threading.RLock()
         self.committed = self.rolled_back = self.checked = self.discarded = 0
         self._loaded = False
+        self.checker_errors = EpisodeLog(log, "transaction checker")
 
     # -- state ---------------------------------------------------------------------------
 
@@ -276,9 +278,10 @@ class TransactionalMessageService(ServiceThread):
         copy = self.broker.look_message_by_offset(r.commitlog_offset)
         try:
             answer = self.checker(copy)
-        except Exception:
-            log.exception("transaction checker failed for %s", copy.msg_id)
+        except Exception as e:
+            self.checker_errors.failed(f"{copy.msg_id}: {e!r}", exc_info=True)
             return True
+        self.checker_errors.succeeded()
         if answer in (TransactionResolution.COMMIT, TransactionResolution.ROLLBACK):
             self.end_transaction(copy.commitlog_offset, answer is TransactionResolution.COMMIT)
         return True

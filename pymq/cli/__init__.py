@@ -25,6 +25,9 @@ Sub-commands
     and END (ms, or ``yyyy-MM-dd#HH:mm:ss:SSS``).
 ``consumer-progress -g GROUP [-t TOPIC]``
     Per queue: broker offset, the group's offset and the difference.
+``stats [--json] [--sample S]``, ``top [--interval S]``
+    What the store is doing: put and get rates, offsets, consumer lag, disk and cleaning
+    thresholds, pending delayed and timer messages (``store.stats()``), once or live.
 ``resend-dlq -g GROUP (-i MSGID | --all)``
     Give a group's dead letters another round through its retry topic.
 ``serve [--port 8081] [--host 127.0.0.1] ...``
@@ -54,7 +57,7 @@ from collections.abc import Sequence
 
 import pymq
 
-from . import maintenance, queries  # noqa: F401  (they register their sub-commands)
+from . import maintenance, monitor, queries  # noqa: F401  (they register their sub-commands)
 from .registry import _COMMANDS, DEFAULT_STORE, EXIT_ERROR, EXIT_INTERRUPTED, command
 
 __all__ = ["build_parser", "command", "main"]

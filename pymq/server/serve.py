@@ -70,6 +70,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="push consumers' messages are hidden this long, renewed while held (default 60000)")
     parser.add_argument("--grace", type=float, default=10.0, metavar="S",
                         help="on SIGTERM, how long in-flight calls may finish (default 10)")
+    # -- metrics (docs/operations.md) --
+    parser.add_argument("--metrics-port", type=int, default=None, metavar="P",
+                        help="serve Prometheus metrics at http://HOST:P/metrics (same host as the server; 0 picks "
+                             "a port; default: no metrics)")
 
 
 async def _serve(broker, grpc_server, remoting_server, sockets: dict, interval: float) -> None:
@@ -158,6 +162,7 @@ def run(args: argparse.Namespace) -> int:
         store_config.store_host = f"{route_host(args.host, args.advertised_host)}:{sockets['broker'].getsockname()[1]}"
     broker = Broker(args.store, store_config, broker_config)
     loop = _new_loop()
+    metrics = None
     try:
         broker.start()
         grpc_server = None
@@ -165,8 +170,16 @@ def run(args: argparse.Namespace) -> int:
             from .grpc import GrpcServer          # grpcio: only when gRPC is served
             grpc_server = GrpcServer(broker, cfg)
         remoting_server = RemotingServer(broker, remoting_cfg) if remoting else None
+        # -- metrics: Prometheus text from store.stats() and the gRPC latencies (docs/operations.md) --
+        if getattr(args, "metrics_port", None) is not None:
+            from .metrics import start_metrics_server
+            metrics = start_metrics_server(broker, args.host, args.metrics_port, grpc_server)
+            print(f"pymq serve: metrics on http://{args.host}:{metrics.port}/metrics", flush=True)
+        # -- end metrics --
         loop.run_until_complete(_serve(broker, grpc_server, remoting_server, sockets, args.status_interval))
     finally:
+        if metrics is not None:
+            metrics.stop()
         for sock in sockets.values():
             sock.close()
         loop.close()

@@ -22,6 +22,8 @@ import threading
 from dataclasses import dataclass
 from typing import Callable, Optional
 
+from .episode_log import EpisodeLog
+
 log = logging.getLogger("pymq")
 
 
@@ -74,14 +76,16 @@ class DiskGuard:
         self.full = False
         self.episodes = 0
         self.last: Optional[DiskUsage] = None
+        self.measure_errors = EpisodeLog(log, f"measuring the disk of {path}")
         self._lock = threading.Lock()
 
     def usage(self) -> Optional[DiskUsage]:
         try:
             self.last = self.usage_fn(self.path)
         except OSError as e:         # the directory vanished or the disk is gone
-            log.warning("cannot measure the disk of %s: %s", self.path, e)
+            self.measure_errors.failed(e)
             return None
+        self.measure_errors.succeeded()
         return self.last
 
     def room_for(self, nbytes: int, usage: Optional[DiskUsage] = None) -> bool:

@@ -15,6 +15,10 @@ from __future__ import annotations
 
 import threading
 import time
+from concurrent.futures import Future
+from typing import Callable, Optional
+
+from pymq.status import PutMessageStatus
 
 from .mapped_file_queue import MappedFileQueue
 from .service_thread import ServiceThread
@@ -64,25 +68,53 @@ class FlushRealTimeService(PeriodicFlushService):
 
 
 class GroupCommitRequest:
-    """One put waiting for its bytes (up to ``next_offset``) to reach the disk."""
+    """One put waiting for its bytes (up to ``next_offset``) to reach the disk.
 
-    __slots__ = ("next_offset", "_done", "ok")
+    A waiting thread calls :meth:`wait`; code that must not block (``async_put_message``)
+    passes ``callback(ok)`` instead, which the flushing thread calls on completion.
+    """
 
-    def __init__(self, next_offset: int) -> None:
+    __slots__ = ("next_offset", "_done", "ok", "callback")
+
+    def __init__(self, next_offset: int, callback: Optional[Callable[[bool], None]] = None) -> None:
         self.next_offset = next_offset
         self._done = threading.Event()
         self.ok = False
+        self.callback = callback
 
     def complete(self, ok: bool) -> None:
         if not self._done.is_set():
             self.ok = ok
             self._done.set()
+            if self.callback is not None:
+                self.callback(ok)
 
     def wait(self, timeout_s: float) -> bool:
         """True when flushed within ``timeout_s``; the first completion wins."""
         self._done.wait(timeout_s)
         self.complete(False)
         return self.ok
+
+
+def flushed_future(group_commit: Optional["GroupCommitService"], result) -> Future:
+    """A running :class:`concurrent.futures.Future` of the put ``result``: done now when
+    there is nothing to wait for (``group_commit`` None: ``ASYNC_FLUSH``, or the put
+    failed), else when the group commit has the record on disk (``FLUSH_DISK_TIMEOUT``
+    when that flush failed). Its ``put_result`` is the result it will be done with."""
+    fut: Future = Future()
+    fut.set_running_or_notify_cancel()      # a running future cannot be cancelled
+    fut.put_result = result
+    if group_commit is None or result.status is not PutMessageStatus.PUT_OK:
+        fut.set_result(result)
+        return fut
+
+    def flushed(ok: bool) -> None:
+        if not ok:
+            result.set_status(PutMessageStatus.FLUSH_DISK_TIMEOUT)
+        fut.set_result(result)
+
+    group_commit.put_request(GroupCommitRequest(result.commitlog_offset + result.wrote_bytes, flushed))
+    return fut
 
 
 class GroupCommitService(ServiceThread):

@@ -2,16 +2,27 @@
 
 A reader waiting for a queue blocks on that queue's condition; the reput service calls
 ``notify`` with the queues it just extended, so a waiter wakes within the dispatch
-latency (about a millisecond) instead of polling on a timer. Waiters that are not threads
-(an asyncio server's parked pulls) add a listener instead: it is called on the
-dispatcher's thread with each batch of arrivals (or None when every waiter must look
-again, e.g. at shutdown) and must hand the work to its own loop quickly.
+latency (about a millisecond) instead of polling on a timer.
+
+Waiters that are not threads (an asyncio server's parked pulls, :mod:`pymq.aio`'s tasks)
+add a *listener* instead, for every topic or for some: it is called on the dispatcher's
+thread with each batch of arrivals (or None when every waiter must look again, e.g. at
+shutdown) and must hand the work to its own loop quickly (``call_soon_threadsafe``). A
+listener that raises is logged once per episode and never stops the dispatcher.
 """
 
 from __future__ import annotations
 
+import itertools
+import logging
 import threading
-from typing import Callable, Optional
+from typing import Callable, Iterable, Optional
+
+from .episode_log import EpisodeLog
+
+log = logging.getLogger("pymq")
+
+Listener = Callable[[Optional[dict]], None]
 
 
 class MessageArrivingNotifier:
@@ -21,16 +32,48 @@ class MessageArrivingNotifier:
         self._lock = threading.Lock()
         self._conditions: dict[tuple[str, int], threading.Condition] = {}
         self._extra: dict[str, set] = {}       # topic -> conditions of multi-topic waiters
-        self._listeners: tuple = ()
+        self._all_listeners: tuple = ()                        # listeners of every topic
+        self._listeners: dict[str, dict[int, Listener]] = {}   # topic -> {token: listener}
+        self._tokens = itertools.count()
+        self.listener_errors = EpisodeLog(log, "arrival listener")
 
-    def add_listener(self, fn: Callable[[Optional[dict]], None]) -> None:
-        """Call ``fn(arrived)`` on every ``notify`` and ``fn(None)`` on ``notify_all``."""
+    def add_listener(self, fn: Listener, topics: Optional[Iterable[str]] = None) -> Callable[[], None]:
+        """Call ``fn(arrived)`` on every ``notify`` that extends a queue of one of
+        ``topics`` (of any topic when None; once per pass however many grew) and
+        ``fn(None)`` on ``notify_all``. Returns the function that removes this
+        registration (``remove_listener(fn)`` removes all of ``fn``'s)."""
+        if topics is None:
+            with self._lock:
+                self._all_listeners = self._all_listeners + (fn,)
+            return lambda: self.remove_listener(fn)
+        topics = tuple(topics)
         with self._lock:
-            self._listeners = self._listeners + (fn,)
+            key = next(self._tokens)
+            for t in topics:
+                self._listeners.setdefault(t, {})[key] = fn
 
-    def remove_listener(self, fn) -> None:
+        def remove() -> None:
+            with self._lock:
+                for t in topics:
+                    listeners = self._listeners.get(t)
+                    if listeners is not None:
+                        listeners.pop(key, None)
+                        if not listeners:
+                            del self._listeners[t]
+
+        return remove
+
+    def remove_listener(self, fn: Listener) -> None:
+        """Remove every registration of ``fn`` (compared with ``==``, so a bound method
+        fetched again is the same listener)."""
         with self._lock:
-            self._listeners = tuple(f for f in self._listeners if f is not fn)
+            self._all_listeners = tuple(f for f in self._all_listeners if f != fn)
+            for t in list(self._listeners):
+                listeners = self._listeners[t]
+                for key in [k for k, f in listeners.items() if f == fn]:
+                    del listeners[key]
+                if not listeners:
+                    del self._listeners[t]
 
     def _condition(self, key: tuple[str, int]) -> threading.Condition:
         cond = self._conditions.get(key)
@@ -42,8 +85,8 @@ class MessageArrivingNotifier:
     def notify(self, arrived: dict) -> None:
         """``arrived`` maps (topic, queue_id) to the queue's new max offset. Waiters on
         a queue and waiters on its whole topic (key ``(topic, None)``) are woken."""
-        for fn in self._listeners:
-            fn(arrived)
+        if self._all_listeners:
+            self._call(self._all_listeners, arrived)
         topics = set()
         for key in arrived:
             topics.add(key[0])
@@ -62,15 +105,31 @@ class MessageArrivingNotifier:
                 for cond in extra:
                     with cond:
                         cond.notify_all()
+        if self._listeners:
+            with self._lock:
+                fns = {i: fn for t in topics for i, fn in self._listeners.get(t, {}).items()}
+            self._call(fns.values(), arrived)
 
     def notify_all(self) -> None:
-        for fn in self._listeners:
-            fn(None)
+        """Wake every waiter and listener (the store is shutting down); listeners get
+        None, meaning "anything may have changed"."""
         with self._lock:
             extra = [c for waiters in self._extra.values() for c in waiters]
+            fns = list(self._all_listeners)
+            fns += {i: fn for listeners in self._listeners.values() for i, fn in listeners.items()}.values()
+        self._call(fns, None)
         for cond in list(self._conditions.values()) + extra:
             with cond:
                 cond.notify_all()
+
+    def _call(self, listeners, arrived: Optional[dict]) -> None:
+        for fn in listeners:
+            try:
+                fn(arrived)
+            except Exception as e:      # a broken listener must not stop the dispatcher
+                self.listener_errors.failed(f"{fn!r}: {e!r}", exc_info=True)
+            else:
+                self.listener_errors.succeeded()
 
     def wait(self, key: tuple, ready: Callable[[], bool], timeout_s: float) -> bool:
         """Block until ``ready()`` or ``timeout_s`` passes; returns ``ready()``.

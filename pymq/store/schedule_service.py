@@ -25,6 +25,7 @@ from typing import Callable, Optional
 from pymq._core.message import Message
 from pymq.store.delay_offsets import DelayOffsetManager
 
+from .episode_log import EpisodeLog
 from .service_thread import ServiceThread
 
 log = logging.getLogger("pymq")
@@ -64,6 +65,7 @@ class ScheduleMessageService(ServiceThread):
         # (real topic, commit-log offset) -> True when the topic was deleted after the put
         self.stale: Callable[[str, int], bool] = lambda topic, offset: False
         self._next_wait_s = IDLE_WAIT_S
+        self.delivery_errors = EpisodeLog(log, "ScheduleMessageService delivery")
 
     @property
     def max_delay_level(self) -> int:
@@ -123,11 +125,12 @@ class ScheduleMessageService(ServiceThread):
                 else:
                     r = self.put(message_timeup(msg))
                     if not r.is_ok():
-                        log.warning("delay level %d: delivery put failed (%s); retrying", level, r.status.name)
+                        self.delivery_errors.failed(f"delay level {level}: delivery put refused ({r.status.name})")
                         retry = now + int(RETRY_AFTER_FAILURE_S * 1000)
                         next_due = retry if next_due is None else min(next_due, retry)
                         break
                     self.delivered += 1
+                    self.delivery_errors.succeeded()
                 offset += 1
                 self.offsets.set(level, offset)
         return next_due

@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import threading
 
+from .episode_log import EpisodeLog
+
 log = logging.getLogger("pymq")
 
 
@@ -14,9 +16,10 @@ class ServiceThread:
     ``wakeup()`` cuts the current wait short. A failing ``run_once`` never kills the
     service: the error is kept in ``last_error``, the pass is retried with an exponential
     back-off (from ``interval_s`` up to ``MAX_BACKOFF_S``), and each failure episode is
-    logged twice at most: its first error, with the traceback, and its end ("recovered
-    after N failed attempts"). A full disk makes a service fail for as long as it lasts;
-    this keeps the log readable and the CPU free meanwhile.
+    logged by an :class:`~pymq.store.episode_log.EpisodeLog`: its first error, with the
+    traceback, a reminder with the count every ten minutes while it lasts, and its end
+    ("recovered after N failed attempts"). A full disk makes a service fail for as long
+    as it lasts; this keeps the log readable and the CPU free meanwhile.
     """
 
     name = "ServiceThread"
@@ -28,10 +31,21 @@ class ServiceThread:
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
-        self.last_error: BaseException | None = None
-        self.failing = 0          # consecutive failed passes (0: healthy)
-        self.failures = 0         # failed passes since the start
-        self.episodes = 0         # failure episodes since the start
+        self.episode_log = EpisodeLog(log, self.name)
+
+    # failure counts (see EpisodeLog): consecutive failed passes (0: healthy), failed
+    # passes since the start, failure episodes since the start, the last error
+    failing = property(lambda self: self.episode_log.failing)
+    failures = property(lambda self: self.episode_log.failures)
+    episodes = property(lambda self: self.episode_log.episodes)
+
+    @property
+    def last_error(self) -> BaseException | None:
+        return self.episode_log.last_error
+
+    @last_error.setter
+    def last_error(self, error: BaseException | None) -> None:
+        self.episode_log.last_error = error
 
     def start(self) -> None:
         if self._thread is not None:
@@ -57,18 +71,9 @@ class ServiceThread:
         try:
             self.run_once()
         except Exception as e:  # a failing pass must not kill the service
-            self.last_error = e
-            self.failures += 1
-            self.failing += 1
-            if self.failing == 1:
-                self.episodes += 1
-                log.error("%s failed (retrying with back-off; repeats are counted, not logged)",
-                          self.name, exc_info=True)
+            self.episode_log.failed(e, exc_info=True)
             return False
-        if self.failing:
-            log.warning("%s recovered after %d failed attempts (last error: %s)", self.name,
-                        self.failing, self.last_error)
-            self.failing = 0
+        self.episode_log.succeeded()
         return True
 
     def backoff_s(self) -> float:

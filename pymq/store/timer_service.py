@@ -44,6 +44,7 @@ from pymq._core.message import Message
 from pymq.errors import CorruptStoreError, SegmentSizeError
 
 from .config_manager import ConfigManager, dumps_fastjson, loads_fastjson
+from .episode_log import EpisodeLog
 from .mapped_file_queue import MappedFileQueue
 from .service_thread import ServiceThread
 
@@ -139,6 +140,7 @@ class TimerMessageService(ServiceThread):
         self._file_seconds: dict[int, int] = {}
         self._opened_second = -1
         self._wait_s = 1.0
+        self.delivery_errors = EpisodeLog(log, "TimerMessageService delivery")
         self._due: list = []            # sorted (due ms, offset, size) of the current second
         self._due_second = None
 
@@ -329,9 +331,10 @@ class TimerMessageService(ServiceThread):
                 else:
                     r = self.put(convert_message(msg, msg.store_timestamp, now))
                     if not r.is_ok():
-                        log.warning("timer: delivery put failed (%s); retrying", r.status.name)
+                        self.delivery_errors.failed(f"timer delivery put refused ({r.status.name})")
                         return now + 100
                     self.delivered += 1
+                    self.delivery_errors.succeeded()
                 with cp._lock:
                     cp.delivered.add(offset)
                     cp._mark_changed()

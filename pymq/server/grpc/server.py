@@ -77,6 +77,9 @@ class GrpcServer:
         self._server: Optional[grpc.aio.Server] = None
         self._tasks: list[asyncio.Task] = []
         self.started_at = time.monotonic()
+        #: ``observer(method, response code name, seconds)`` after each call (the metrics'
+        #: ``rocketmq_rpc_latency``, set by pymq.server.metrics); None: no timing
+        self.rpc_observer = None
 
     async def call(self, fn, *args):
         """``fn(*args)`` on the loop (``ASYNC_FLUSH``) or on the thread pool (``SYNC_FLUSH``)."""

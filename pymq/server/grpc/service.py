@@ -6,6 +6,7 @@ response, never a broken call: the clients read ``status.code``.
 from __future__ import annotations
 
 import logging
+import time
 
 from rocketmq.grpc_protocol import service_pb2 as svc
 from rocketmq.grpc_protocol import service_pb2_grpc as svc_grpc
@@ -26,16 +27,22 @@ class MessagingService(svc_grpc.MessagingServiceServicer):
         server = self.server
         server.stats.calls += 1
         server.stats.in_flight += 1
+        started = time.perf_counter()
+        resp = None
         try:
             ctx = make_context(context, server.authenticator)
-            return await handler(ctx, request)
+            resp = await handler(ctx, request)
+            return resp
         except Exception as exc:
             if not isinstance(exc, RequestError):
                 log.exception("%s failed", response_type.DESCRIPTOR.name)
             server.stats.errors += 1
-            return response_type(status=status_of(exc))
+            resp = response_type(status=status_of(exc))
+            return resp
         finally:
             server.stats.in_flight -= 1
+            if server.rpc_observer is not None:
+                _observe(server, response_type.DESCRIPTOR.name[:-len("Response")], resp, started)
 
     # -- routes and clients --------------------------------------------------------------
 
@@ -92,6 +99,8 @@ class MessagingService(svc_grpc.MessagingServiceServicer):
         server = self.server
         server.stats.calls += 1
         server.stats.in_flight += 1
+        started = time.perf_counter()
+        first = None
         try:
             try:
                 ctx = make_context(context, server.authenticator)
@@ -99,9 +108,13 @@ class MessagingService(svc_grpc.MessagingServiceServicer):
                 yield svc.ReceiveMessageResponse(status=status_of(exc))
                 return
             async for item in server.consume.receive_message(ctx, request):
+                if first is None and item.HasField("status"):
+                    first = item
                 yield item
         finally:
             server.stats.in_flight -= 1
+            if server.rpc_observer is not None:
+                _observe(server, "ReceiveMessage", first, started)
 
     async def AckMessage(self, request, context):
         return await self._unary(request, context, svc.AckMessageResponse, self.server.consume.ack_message)
@@ -130,3 +143,12 @@ class MessagingService(svc_grpc.MessagingServiceServicer):
 
     async def SyncLiteSubscription(self, request, context):
         return svc.SyncLiteSubscriptionResponse(status=status(Code.UNSUPPORTED, "lite topics are not supported"))
+
+
+def _observe(server, method: str, resp, started: float) -> None:
+    """Report a finished call to the server's ``rpc_observer`` (latency metrics)."""
+    code = Code.Name(resp.status.code) if resp is not None and resp.HasField("status") else "UNKNOWN"
+    try:
+        server.rpc_observer(method, code, time.perf_counter() - started)
+    except Exception:           # metrics must never break a call
+        log.exception("rpc observer failed")

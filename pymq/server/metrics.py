@@ -1,0 +1,180 @@
+"""Prometheus metrics of a served store (``pymq serve --metrics-port P``).
+
+Names follow RocketMQ 5's broker metrics (``BrokerMetricsConstant``,
+``DefaultStoreMetricsConstant``, ``RemotingMetricsConstant``) where the figure exists
+there; pymq's own figures carry a ``pymq_`` prefix. Everything but the RPC latency
+histogram is read from ``store.stats()`` at scrape time by :class:`StoreCollector`, so
+serving metrics adds no work to puts and pulls. Process metrics (CPU, memory, open
+files, GC) come from prometheus_client's own collectors. ``docs/operations.md`` lists
+every metric with its labels and units.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Optional
+
+from prometheus_client import CollectorRegistry, GCCollector, Histogram, PlatformCollector, ProcessCollector
+from prometheus_client import start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from pymq.admin import topic_kind
+
+#: bucket bounds of ``rocketmq_rpc_latency``, in ms (RocketMQ's, plus 50 and 500)
+RPC_LATENCY_BUCKETS_MS = (1, 3, 5, 7, 10, 50, 100, 500, 1000, 3000, 5000, 10_000, 30_000)
+
+
+def _gauge(name: str, doc: str, value, labels: Optional[dict] = None) -> GaugeMetricFamily:
+    g = GaugeMetricFamily(name, doc, labels=list(labels) if labels else None)
+    if labels:
+        g.add_metric(list(labels.values()), value)
+    elif value is not None:
+        g.add_metric([], value)
+    return g
+
+
+class StoreCollector:
+    """A prometheus_client collector reading ``store.stats()`` on each scrape;
+    ``server`` (a :class:`~pymq.server.grpc.GrpcServer`, optional) adds connections."""
+
+    def __init__(self, store, server=None) -> None:
+        self.store = store
+        self.server = server
+
+    def describe(self):
+        return []      # built at scrape time: no checks at registration
+
+    def collect(self):
+        st = self.store.stats()
+        is_sys = {t["topic"]: "true" if topic_kind(t["topic"]) else "false" for t in st["topics"]}
+
+        msgs_in = CounterMetricFamily("rocketmq_messages_in", "Messages stored in a topic (its queues' max "
+                                      "offsets: since the topic was created)", labels=["topic", "is_system"])
+        for t in st["topics"]:
+            msgs_in.add_metric([t["topic"], is_sys[t["topic"]]], sum(q["max_offset"] for q in t["queues"]))
+        yield msgs_in
+        yield CounterMetricFamily("rocketmq_throughput_in", "Bytes appended to the commit log since the store "
+                                  "opened", value=st["put"]["bytes_total"])
+        yield CounterMetricFamily("rocketmq_messages_out", "Messages returned by pulls and pops since the "
+                                  "store opened", value=st["get"]["messages_total"])
+        yield CounterMetricFamily("rocketmq_throughput_out", "Bytes of messages returned by pulls and pops "
+                                  "since the store opened", value=st["get"]["bytes_total"])
+        yield CounterMetricFamily("pymq_messages_put", "Messages appended (every put, system topics "
+                                  "included) since the store opened", value=st["put"]["messages_total"])
+
+        lag = GaugeMetricFamily("rocketmq_consumer_lag_messages", "Messages of a topic the group has not "
+                                "committed (broker offset - consumer offset, summed over queues)",
+                                labels=["topic", "consumer_group", "is_system"])
+        for g in st["groups"]:
+            lag.add_metric([g["topic"], g["group"], is_sys.get(g["topic"], "false")], g["lag"])
+        yield lag
+        inflight = GaugeMetricFamily("rocketmq_consumer_inflight_messages", "Messages received (popped) and not "
+                                     "acked yet", labels=["topic", "consumer_group"])
+        ready = GaugeMetricFamily("rocketmq_consumer_ready_messages", "Messages the group has not received yet "
+                                  "(pop)", labels=["topic", "consumer_group"])
+        for p in st.get("pop", ()):
+            inflight.add_metric([p["topic"], p["group"]], p["inflight"])
+            ready.add_metric([p["topic"], p["group"]], p["unread"] + p["waiting"])
+        yield inflight
+        yield ready
+        yield _gauge("rocketmq_topic_number", "Topics with a consume queue", len(st["topics"]))
+        yield _gauge("rocketmq_consumer_group_number", "Consumer groups with committed offsets",
+                     len({g["group"] for g in st["groups"]}))
+        if "transactions" in st:
+            yield _gauge("rocketmq_half_messages", "Half (prepared) messages not resolved yet",
+                         st["transactions"]["half_pending"])
+        yield from self._storage(st)
+        yield from self._services(st)
+        if self.server is not None:
+            counts = self.server.clients.counts()
+            producers = sum(v for k, v in counts.items() if k.upper() == "PRODUCER")
+            yield _gauge("rocketmq_producer_connections", "Producer clients connected", producers)
+            yield _gauge("rocketmq_consumer_connections", "Consumer clients connected",
+                         sum(counts.values()) - producers)
+
+    @staticmethod
+    def _storage(st: dict):
+        cl, disk = st["commitlog"], st["disk"]
+        yield _gauge("rocketmq_storage_size", "Bytes of the store's files (commit log, consume queues, index)",
+                     cl["size_bytes"] + cl["consume_queue_bytes"] + cl["index_bytes"])
+        yield _gauge("rocketmq_storage_flush_behind_bytes", "Bytes appended and not flushed yet",
+                     cl["flush_behind_bytes"])
+        yield _gauge("rocketmq_storage_dispatch_behind_bytes", "Bytes appended and not dispatched to the "
+                     "consume queues yet", cl["dispatch_behind_bytes"])
+        earliest = cl["earliest_store_time_ms"]
+        yield _gauge("rocketmq_storage_message_reserve_time", "Age of the oldest stored message (ms)",
+                     max(0, int(time.time() * 1000) - earliest) if earliest > 0 else 0)
+        yield _gauge("rocketmq_timing_messages", "Timer messages waiting for their delivery time",
+                     st["timer"]["pending"])
+        delay = GaugeMetricFamily("pymq_delay_messages", "Delay-level messages waiting for their level's delay",
+                                  labels=["level"])
+        for lv in st["delay"]["levels"]:
+            delay.add_metric([str(lv["level"])], lv["pending"])
+        yield delay
+        if disk["used_ratio"] is not None:
+            yield _gauge("pymq_disk_used_ratio", "Used share of the store's disk partition", disk["used_ratio"])
+        yield _gauge("pymq_disk_warning_ratio", "Disk share past which puts are refused", disk["warning_ratio"])
+        yield _gauge("pymq_puts_refused", "1 while puts are refused (disk full)", 1 if disk["puts_refused"] else 0)
+
+    @staticmethod
+    def _services(st: dict):
+        failures = CounterMetricFamily("pymq_service_failures", "Failed passes of a background service",
+                                       labels=["service"])
+        failing = GaugeMetricFamily("pymq_service_failing", "Consecutive failed passes now (0: healthy)",
+                                    labels=["service"])
+        for s in st["services"]:
+            failures.add_metric([s["name"]], s["failures"])
+            failing.add_metric([s["name"]], s["failing"])
+        yield failures
+        yield failing
+
+
+class RpcMetrics:
+    """``rocketmq_rpc_latency`` (ms), fed by the gRPC server's ``rpc_observer`` hook."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.latency = Histogram("rocketmq_rpc_latency", "Latency of a served call (ms), from the request to "
+                                 "the last response; ReceiveMessage includes its long poll",
+                                 ["protocol_type", "request_code", "response_code"],
+                                 buckets=RPC_LATENCY_BUCKETS_MS, registry=registry)
+
+    def observe(self, method: str, code: str, seconds: float) -> None:
+        self.latency.labels("grpc", method, code).observe(seconds * 1000.0)
+
+
+@dataclasses.dataclass
+class MetricsServer:
+    """What :func:`start_metrics_server` started."""
+
+    registry: CollectorRegistry
+    rpc: RpcMetrics
+    httpd: object
+    thread: object
+    port: int
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def build_registry(store, server=None) -> tuple[CollectorRegistry, RpcMetrics]:
+    """A registry with the store's metrics, the RPC histogram and process metrics; the
+    histogram is hooked into ``server`` when given."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(StoreCollector(store, server))
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    GCCollector(registry=registry)
+    rpc = RpcMetrics(registry)
+    if server is not None:
+        server.rpc_observer = rpc.observe
+    return registry, rpc
+
+
+def start_metrics_server(store, host: str, port: int, server=None) -> MetricsServer:
+    """Serve Prometheus text at ``http://host:port/metrics`` (port 0 picks one) from a
+    daemon thread; returns what was started (``port`` is the bound one)."""
+    registry, rpc = build_registry(store, server)
+    httpd, thread = start_http_server(port, addr=host, registry=registry)
+    return MetricsServer(registry, rpc, httpd, thread, httpd.server_address[1])
