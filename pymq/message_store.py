@@ -510,8 +510,15 @@ class MessageStore:
         the queue's max offset), False after ``timeout_s`` seconds. Woken by the
         dispatcher, not by a timer."""
         self._check_open()
-        cq = self.consume_queues.find_consume_queue(topic, queue_id)
-        return self.notifier.wait((topic, queue_id), lambda: offset < cq.get_max_offset_in_queue(), timeout_s)
+        find = self.consume_queues.find_consume_queue
+
+        def ready() -> bool:
+            # looked up each time: a read-only store replaces a queue it held in memory when
+            # the writer creates it on disk
+            cq = find(topic, queue_id, create=False)
+            return cq is not None and offset < cq.get_max_offset_in_queue()
+
+        return self.notifier.wait((topic, queue_id), ready, timeout_s)
 
     def wait_messages(self, topic, offsets: dict, timeout_s: float) -> bool:
         """Long poll over several queues of ``topic``: True as soon as any queue id in

@@ -18,6 +18,7 @@ import statistics
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import pytest
@@ -360,3 +361,24 @@ def test_opening_a_non_store_is_a_clear_error(tmp_path, kind):
     assert not path.exists() or kind != "missing"
     if kind == "empty-dir":
         assert os.listdir(path) == [], "a read-only open created files"
+
+
+def test_long_poll_on_a_queue_the_writer_creates_later(tmp_path):
+    """A reader waiting on a queue that does not exist yet holds an empty queue in memory;
+    its refresh forgets queues with no directory (deleted topics) and loads the writer's
+    once it appears. The wait must follow the queue, not the object it started with."""
+    root = str(tmp_path / "store")
+    with pymq.MessageStore(root, cfg()) as w:
+        put(w, body=b"first")
+        r = pymq.MessageStore(root, read_only=True).start()
+        try:
+            out = {}
+            t = threading.Thread(target=lambda: out.update(woke=r.wait_message("Later", 0, 0, 5.0)))
+            t.start()
+            time.sleep(0.2)                          # several refresh passes, queues with no directory dropped
+            t0 = time.monotonic()
+            put(w, topic="Later", body=b"later")
+            t.join(6)
+            assert out.get("woke") is True and time.monotonic() - t0 < 1.0
+        finally:
+            r.shutdown()
