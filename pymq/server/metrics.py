@@ -35,12 +35,11 @@ def _gauge(name: str, doc: str, value, labels: Optional[dict] = None) -> GaugeMe
 
 
 class StoreCollector:
-    """A prometheus_client collector reading ``store.stats()`` on each scrape;
-    ``server`` (a :class:`~pymq.server.grpc.GrpcServer`, optional) adds connections."""
+    """A prometheus_client collector reading ``store.stats()`` on each scrape; a
+    :class:`pymq.Broker` adds its connected clients (every protocol's)."""
 
-    def __init__(self, store, server=None) -> None:
+    def __init__(self, store) -> None:
         self.store = store
-        self.server = server
 
     def describe(self):
         return []      # built at scrape time: no checks at registration
@@ -86,8 +85,9 @@ class StoreCollector:
                          st["transactions"]["half_pending"])
         yield from self._storage(st)
         yield from self._services(st)
-        if self.server is not None:
-            counts = self.server.clients.counts()
+        clients = getattr(self.store, "client_manager", None)
+        if clients is not None:
+            counts = clients.counts()
             producers = sum(v for k, v in counts.items() if k.upper() == "PRODUCER")
             yield _gauge("rocketmq_producer_connections", "Producer clients connected", producers)
             yield _gauge("rocketmq_consumer_connections", "Consumer clients connected",
@@ -131,16 +131,22 @@ class StoreCollector:
 
 
 class RpcMetrics:
-    """``rocketmq_rpc_latency`` (ms), fed by the gRPC server's ``rpc_observer`` hook."""
+    """``rocketmq_rpc_latency`` (ms), fed by each server's ``rpc_observer`` hook."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.latency = Histogram("rocketmq_rpc_latency", "Latency of a served call (ms), from the request to "
-                                 "the last response; ReceiveMessage includes its long poll",
-                                 ["protocol_type", "request_code", "response_code"],
+                                 "the last response; ReceiveMessage includes its long poll, PULL_MESSAGE its "
+                                 "time parked", ["protocol_type", "request_code", "response_code"],
                                  buckets=RPC_LATENCY_BUCKETS_MS, registry=registry)
 
-    def observe(self, method: str, code: str, seconds: float) -> None:
-        self.latency.labels("grpc", method, code).observe(seconds * 1000.0)
+    def observer(self, protocol: str):
+        """The ``rpc_observer(request_code, response_code, seconds)`` of a server of
+        ``protocol`` (``grpc``, ``remoting``)."""
+        labels = self.latency.labels
+
+        def observe(request_code: str, response_code: str, seconds: float) -> None:
+            labels(protocol, request_code, response_code).observe(seconds * 1000.0)
+        return observe
 
 
 @dataclasses.dataclass
@@ -158,23 +164,25 @@ class MetricsServer:
         self.httpd.server_close()
 
 
-def build_registry(store, server=None) -> tuple[CollectorRegistry, RpcMetrics]:
+def build_registry(store, servers=()) -> tuple[CollectorRegistry, RpcMetrics]:
     """A registry with the store's metrics, the RPC histogram and process metrics; the
-    histogram is hooked into ``server`` when given."""
+    histogram is hooked into each of ``servers`` (their ``protocol_name`` labels it)."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(StoreCollector(store, server))
+    registry.register(StoreCollector(store))
     ProcessCollector(registry=registry)
     PlatformCollector(registry=registry)
     GCCollector(registry=registry)
     rpc = RpcMetrics(registry)
-    if server is not None:
-        server.rpc_observer = rpc.observe
+    for server in servers:
+        if server is not None:
+            server.rpc_observer = rpc.observer(server.protocol_name)
     return registry, rpc
 
 
-def start_metrics_server(store, host: str, port: int, server=None) -> MetricsServer:
+def start_metrics_server(store, host: str, port: int, servers=()) -> MetricsServer:
     """Serve Prometheus text at ``http://host:port/metrics`` (port 0 picks one) from a
-    daemon thread; returns what was started (``port`` is the bound one)."""
-    registry, rpc = build_registry(store, server)
+    daemon thread, with the latencies of ``servers``; returns what was started
+    (``port`` is the bound one)."""
+    registry, rpc = build_registry(store, servers)
     httpd, thread = start_http_server(port, addr=host, registry=registry)
     return MetricsServer(registry, rpc, httpd, thread, httpd.server_address[1])

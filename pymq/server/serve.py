@@ -173,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
         # -- metrics: Prometheus text from store.stats() and the gRPC latencies (docs/operations.md) --
         if getattr(args, "metrics_port", None) is not None:
             from .metrics import start_metrics_server
-            metrics = start_metrics_server(broker, args.host, args.metrics_port, grpc_server)
+            metrics = start_metrics_server(broker, args.host, args.metrics_port, [grpc_server, remoting_server])
             print(f"pymq serve: metrics on http://{args.host}:{metrics.port}/metrics", flush=True)
         # -- end metrics --
         loop.run_until_complete(_serve(broker, grpc_server, remoting_server, sockets, args.status_interval))

@@ -54,6 +54,8 @@ class ServerStats:
 class GrpcServer:
     """Serves ``broker`` (a started :class:`pymq.Broker`) as configured by ``config``."""
 
+    protocol_name = "grpc"          # the protocol_type label of its metrics
+
     def __init__(self, broker, config: Optional[ServerConfig] = None) -> None:
         self.broker = broker
         self.config = config or ServerConfig()

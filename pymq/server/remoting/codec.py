@@ -58,7 +58,7 @@ class RemotingCommand:
     written without copying), and the ``serialize_type`` it came in."""
 
     __slots__ = ("code", "language", "version", "opaque", "flag", "remark", "ext_fields", "body",
-                 "serialize_type")
+                 "serialize_type", "received_at")
 
     def __init__(self, code: int, opaque: int = 0, flag: int = 0, remark: Optional[str] = None,
                  ext_fields: Optional[dict] = None, body=b"", language: str = "JAVA",
@@ -72,6 +72,7 @@ class RemotingCommand:
         self.language = language
         self.version = version
         self.serialize_type = serialize_type
+        self.received_at = 0.0          # perf_counter() when a served request arrived (metrics)
 
     @property
     def is_response(self) -> bool:

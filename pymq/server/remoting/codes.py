@@ -96,3 +96,14 @@ class PullSysFlag:
     SUSPEND = 2
     SUBSCRIPTION = 4
     CLASS_FILTER = 8
+
+
+def code_name(table: type, code: int) -> str:
+    """The name of ``code`` in ``table`` (RequestCode, ResponseCode), or its number."""
+    names = _NAMES.get(table)
+    if names is None:
+        names = _NAMES[table] = {v: k for k, v in vars(table).items() if k.isupper() and isinstance(v, int)}
+    return names.get(code, str(code))
+
+
+_NAMES: dict = {}

@@ -18,10 +18,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import time
 from typing import Optional
 
 from .codec import MAX_FRAME, FrameError, RemotingCommand, decode_frame, encode_head
-from .codes import ResponseCode
+from .codes import RequestCode, ResponseCode, code_name
 from .headers import RequestError
 
 log = logging.getLogger("pymq.server.remoting")
@@ -139,6 +140,8 @@ class RemotingConnection(asyncio.Protocol):
             self.server.on_response(self, cmd)
             return
         self.server.stats.calls += 1
+        if self.server.rpc_observer is not None:
+            cmd.received_at = time.perf_counter()
         handler = self.processor.handlers.get(cmd.code)
         try:
             if self.server.authenticator is not None:
@@ -181,6 +184,13 @@ class RemotingConnection(asyncio.Protocol):
 
     def reply(self, request: RemotingCommand, response: RemotingCommand) -> None:
         """Write ``response`` unless the request was one-way or the connection is gone."""
+        observe = self.server.rpc_observer
+        if observe is not None and request.received_at:
+            try:
+                observe(code_name(RequestCode, request.code), code_name(ResponseCode, response.code),
+                        time.perf_counter() - request.received_at)
+            except Exception as e:          # metrics must never break a call
+                self.server.note_error("metrics", "rpc observer failed", e)
         if request.is_oneway:
             return
         self.write(response)

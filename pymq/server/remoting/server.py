@@ -88,6 +88,8 @@ class Processor:
 class RemotingServer:
     """Serves ``broker`` (a started :class:`pymq.Broker`) to 4.x clients."""
 
+    protocol_name = "remoting"      # the protocol_type label of its metrics
+
     def __init__(self, broker, config: Optional[RemotingConfig] = None) -> None:
         self.broker = broker
         self.config = cfg = config or RemotingConfig()
@@ -106,6 +108,8 @@ class RemotingServer:
         self.started_at = time.monotonic()
         self._opaque = 0
         self.loop: Optional[asyncio.AbstractEventLoop] = None
+        #: ``fn(request_code, response_code, seconds)`` for every request answered (metrics)
+        self.rpc_observer = None
         self.hold = PullRequestHoldService(self)
         self.client_manage = ClientManageProcessor(self)
         self.pull = PullMessageProcessor(self)

@@ -1,0 +1,36 @@
+"""``pymq serve --metrics-port`` with 4.x clients: request latencies labelled
+``protocol_type=remoting`` by request and response code, and the 4.x clients among the
+connected ones."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from .conftest import NodeClient, run_node
+
+pytest.importorskip("prometheus_client")
+
+
+def test_remoting_latencies_and_connections(remoting_server):
+    from server.test_metrics import scrape          # tests/ is on sys.path
+    server = remoting_server("--metrics-port", "0")
+    port = int(re.search(r":(\d+)/metrics", next(x for x in server.output if "metrics on" in x)).group(1))
+    c = NodeClient({"mode": "consume", "nameSrv": server.namesrv, "group": "MG", "topic": "MetricTopic"})
+    try:
+        c.wait_for(lambda ls: any("ready" in x for x in ls), 30, "ready")
+        sent = run_node({"mode": "produce", "nameSrv": server.namesrv, "topic": "MetricTopic", "count": 9})
+        assert len(sent) == 9
+        c.wait_for(lambda _: len(c.messages()) == 9, 30, "nine messages")
+        m = scrape(port)
+    finally:
+        c.stop()
+    counts = m["rocketmq_rpc_latency_count"]
+    sends = counts[(("protocol_type", "remoting"), ("request_code", "SEND_MESSAGE_V2"), ("response_code", "SUCCESS"))]
+    assert sends == 9
+    assert counts[(("protocol_type", "remoting"), ("request_code", "PULL_MESSAGE"), ("response_code", "SUCCESS"))] >= 1
+    routes = [k for k in counts if ("request_code", "GET_ROUTEINFO_BY_TOPIC") in k]
+    assert routes, "the name server's calls are measured too"
+    assert m["rocketmq_consumer_connections"][()] >= 1
+    assert m["rocketmq_messages_in_total"][(("is_system", "false"), ("topic", "MetricTopic"))] == 9
