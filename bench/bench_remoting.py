@@ -109,13 +109,14 @@ def produce_with_alions(ns: str, procs: int, messages: int) -> float:
     t0 = time.perf_counter()
     ps = [node({"mode": "produce", "nameSrv": ns, "topic": "BenchTopic", "count": messages, "start": i * messages,
                 "concurrent": 64, "keys": False, "group": f"BPG{i}"}) for i in range(procs)]
-    ok = 0
+    ok, errors = 0, []
     for p in ps:
         out, _ = p.communicate()
         ok += sum(1 for line in out.splitlines() if '"SEND_OK"' in line)
+        errors += [line for line in out.splitlines() if '"SEND_OK"' not in line][:3]
     elapsed = time.perf_counter() - t0
     if ok != procs * messages:
-        raise RuntimeError(f"only {ok} of {procs * messages} sends succeeded")
+        raise RuntimeError(f"only {ok} of {procs * messages} sends succeeded: {errors}")
     return ok / elapsed
 
 

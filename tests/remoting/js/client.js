@@ -17,6 +17,9 @@ const ByteBuffer = require('byte');
 
 const opts = JSON.parse(process.argv[2]);
 const out = obj => process.stdout.write(JSON.stringify(obj) + '\n');
+// exit once what was printed is written: writes to a pipe are asynchronous, and an exit
+// with some still buffered would cut the output
+const finish = code => process.stdout.write('', () => process.exit(code));
 const sleep = ms => new Promise(r => setTimeout(r, ms));
 const quietLogger = { info() {}, warn() {}, debug() {}, error() {} };
 const common = {
@@ -84,7 +87,7 @@ async function consume() {
   const stop = async () => {
     await consumer.close();
     out({ closed: true });
-    process.exit(0);
+    finish(0);
   };
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);
@@ -174,7 +177,7 @@ async function checker() {
 }
 
 // ali-ons leaves timers behind after close(): exit when the mode is done
-({ produce, consume, invoke, swarm, checker })[opts.mode]().then(() => process.exit(0), e => {
+({ produce, consume, invoke, swarm, checker })[opts.mode]().then(() => finish(0), e => {
   out({ fatal: e.message, stack: e.stack });
-  process.exit(1);
+  finish(1);
 });
