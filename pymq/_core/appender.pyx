@@ -35,7 +35,7 @@ from pymq._core.clayout cimport (
     TRANSACTION_TYPE_MASK,
 )
 from pymq._core.mapped_file cimport MappedFile
-from pymq._core.message cimport Message, PropsBuf, props_add_str, props_append, props_free, props_init, props_reserve
+from pymq._core.message cimport LAZY_ALL, Message, PropsBuf, props_add_str, props_append, props_free, props_init, props_reserve
 from pymq._core.record cimport RecordFields, body_crc32, cal_msg_length, pack_host_cached, write_blank, write_record
 
 import datetime
@@ -637,6 +637,8 @@ cdef class CommitLogAppender:
         cdef int queue_id
         cdef int level
 
+        if msg._lazy:
+            msg._load(LAZY_ALL)     # a MessageExt put again: everything decoded first
         if not self._writeable or self.closed:
             return failed(SERVICE_NOT_AVAILABLE, self._unwriteable_reason)
         tq = self._topic(msg._topic)
@@ -798,6 +800,8 @@ cdef class CommitLogAppender:
         first = <Message>msgs[0]
         for i in range(n):
             m = <Message>msgs[i]
+            if m._lazy:
+                m._load(LAZY_ALL)
             if m._topic != first._topic or m.queue_id != first.queue_id:
                 return failed(MESSAGE_ILLEGAL, "a batch holds messages of one topic and queue")
             if m.queue_id < 0:
@@ -831,7 +835,7 @@ cdef class CommitLogAppender:
                 m = <Message>msgs[i]
                 prop_start[i] = props.length
                 props.start = props.length
-                if m._properties is None and m._tags is None and m._keys is None and m._props_raw is None:
+                if m._properties is None and m._tags is None and m._keys is None:
                     self._append_uniq(&props, uniq_template, uniq_len)     # the common, bare message
                 else:
                     m.write_properties(&props)

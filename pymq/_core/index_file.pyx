@@ -33,8 +33,9 @@ is inside the range.
 
 cimport cython
 from libc.stdint cimport int32_t, int64_t, uint32_t
-from libc.string cimport memcmp
+from libc.string cimport memcmp, memcpy
 
+from pymq._core.atomic cimport pymq_release_fence
 from pymq._core.clayout cimport TRANSACTION_ROLLBACK_TYPE, TRANSACTION_TYPE_MASK
 from pymq._core.dispatch cimport DispatchRequest, DispatchSink
 from pymq._core.hton cimport pymq_get_i32, pymq_get_i64, pymq_put_i32, pymq_put_i64
@@ -53,15 +54,19 @@ cdef enum:
 INDEX_HEADER_SIZE = HEADER_SIZE
 
 
-cdef inline int32_t index_hash(const char *topic, Py_ssize_t topic_len, const char *key, Py_ssize_t key_len) noexcept:
-    """``indexKeyHashMethod(topic + "#" + key)``."""
-    cdef uint32_t h = pymq_java_hash_utf8_from(0, topic, topic_len)
-    cdef int32_t v
-    h = 31u * h + 35u                       # '#'
-    v = <int32_t>pymq_java_hash_utf8_from(h, key, key_len)
+cdef inline int32_t _abs_hash(uint32_t h) noexcept nogil:
+    """``indexKeyHashMethod``: ``abs(hashCode)``, 0 for ``Integer.MIN_VALUE``."""
+    cdef int32_t v = <int32_t>h
     if v == -2147483648:
         return 0
     return -v if v < 0 else v
+
+
+cdef inline int32_t index_hash(const char *topic, Py_ssize_t topic_len, const char *key, Py_ssize_t key_len) noexcept nogil:
+    """``indexKeyHashMethod(topic + "#" + key)``."""
+    cdef uint32_t h = pymq_java_hash_utf8_from(0, topic, topic_len)
+    h = 31u * h + 35u                       # '#'
+    return _abs_hash(pymq_java_hash_utf8_from(h, key, key_len))
 
 
 def index_file_size(int hash_slot_num, int index_num) -> int:
@@ -99,6 +104,40 @@ cdef bint _record_has_key(const char *rec, Py_ssize_t avail, const char *topic, 
                     w = we + 1
         s = e + 1
     return False
+
+
+cdef inline void _put_entry(char *base, Py_ssize_t entries_pos, int hash_slot_num, int32_t count,
+                            int32_t key_hash, int64_t phy, int64_t store_ts) noexcept nogil:
+    """Write entry number ``count`` (1 <= count < indexNum, checked by the caller), link it
+    into its slot and update the header. The entry is published before the slot points to
+    it (a reader may walk the chain at the same time, without a lock)."""
+    cdef Py_ssize_t slot_pos = HEADER_SIZE + <Py_ssize_t>(key_hash % hash_slot_num) * SLOT_SIZE
+    cdef Py_ssize_t entry_pos = entries_pos + <Py_ssize_t>count * ENTRY_SIZE
+    cdef int32_t slot_value = pymq_get_i32(base + slot_pos)
+    cdef int64_t begin_ts = pymq_get_i64(base)
+    cdef int64_t diff
+    if slot_value <= 0 or slot_value > count:
+        slot_value = 0
+    diff = store_ts - begin_ts
+    diff = diff // 1000 if diff >= 0 else -((-diff) // 1000)     # Java's truncating division
+    if begin_ts <= 0 or diff < 0:
+        diff = 0
+    elif diff > 2147483647:
+        diff = 2147483647
+    pymq_put_i32(base + entry_pos, key_hash)
+    pymq_put_i64(base + entry_pos + 4, phy)
+    pymq_put_i32(base + entry_pos + 12, <int32_t>diff)
+    pymq_put_i32(base + entry_pos + 16, slot_value)
+    pymq_release_fence()
+    pymq_put_i32(base + slot_pos, count)
+    if count <= 1:
+        pymq_put_i64(base + 16, phy)
+        pymq_put_i64(base, store_ts)
+    if slot_value == 0:
+        pymq_put_i32(base + 32, pymq_get_i32(base + 32) + 1)
+    pymq_put_i32(base + 36, count + 1)
+    pymq_put_i64(base + 24, phy)
+    pymq_put_i64(base + 8, store_ts)
 
 
 @cython.final
@@ -186,40 +225,13 @@ cdef class IndexFile:
         """Add an entry; 1 when added, 0 when the file is full."""
         cdef char *base = self._base()
         cdef int32_t count = pymq_get_i32(base + 36)
-        cdef int32_t slot_value
-        cdef Py_ssize_t slot_pos, entry_pos
-        cdef int64_t begin_ts, diff
         if not self.mapped_file.writable:
             raise ValueError("the index file is mapped read-only")
         if count <= 0:
             count = 1
         if count >= self.index_num:
             return 0
-        slot_pos = HEADER_SIZE + <Py_ssize_t>(key_hash % self.hash_slot_num) * SLOT_SIZE
-        slot_value = pymq_get_i32(base + slot_pos)
-        if slot_value <= 0 or slot_value > count:
-            slot_value = 0
-        begin_ts = pymq_get_i64(base)
-        diff = store_ts - begin_ts
-        diff = diff // 1000 if diff >= 0 else -((-diff) // 1000)     # Java's truncating division
-        if begin_ts <= 0 or diff < 0:
-            diff = 0
-        elif diff > 2147483647:
-            diff = 2147483647
-        entry_pos = self.entries_pos + <Py_ssize_t>count * ENTRY_SIZE
-        pymq_put_i32(base + entry_pos, key_hash)
-        pymq_put_i64(base + entry_pos + 4, phy)
-        pymq_put_i32(base + entry_pos + 12, <int32_t>diff)
-        pymq_put_i32(base + entry_pos + 16, slot_value)
-        pymq_put_i32(base + slot_pos, count)
-        if count <= 1:
-            pymq_put_i64(base + 16, phy)
-            pymq_put_i64(base, store_ts)
-        if slot_value == 0:
-            pymq_put_i32(base + 32, pymq_get_i32(base + 32) + 1)
-        pymq_put_i32(base + 36, count + 1)
-        pymq_put_i64(base + 24, phy)
-        pymq_put_i64(base + 8, store_ts)
+        _put_entry(base, self.entries_pos, self.hash_slot_num, count, key_hash, phy, store_ts)
         return 1
 
     def put_key(self, key, long long phy_offset, long long store_timestamp) -> bool:
@@ -242,7 +254,11 @@ cdef class IndexFile:
         cdef char *base = self._base()
         # entry numbers are 1 .. indexCount-1 (RocketMQ also accepts a link equal to
         # indexCount); never beyond the file, whatever a damaged header says
-        cdef int32_t count = min(self.index_count, self.index_num - 1)
+        cdef int32_t count = pymq_get_i32(base + 36)
+        if count <= 0:
+            count = 1                       # a fresh file (see index_count)
+        if count > self.index_num - 1:
+            count = self.index_num - 1
         cdef int32_t slot_value, nxt, prev, diff, h
         cdef int64_t phy, time_read, begin_ts = pymq_get_i64(base)
         cdef Py_ssize_t pos, steps = 0, j, rel
@@ -317,6 +333,19 @@ cdef class IndexFile:
         self.mapped_file.flush(0)
 
 
+cdef inline Py_ssize_t _key_words(const char *rec, Py_ssize_t pos, Py_ssize_t n) noexcept nogil:
+    """How many non-empty space-separated words ``rec[pos:pos + n]`` holds."""
+    cdef Py_ssize_t i, words = 0
+    cdef bint in_word = False
+    for i in range(pos, pos + n):
+        if rec[i] == 32:
+            in_word = False
+        elif not in_word:
+            in_word = True
+            words += 1
+    return words
+
+
 cdef class IndexBuilder(DispatchSink):
     """Builds the index from dispatched records (``CommitLogDispatcherBuildIndex``).
 
@@ -326,18 +355,28 @@ cdef class IndexBuilder(DispatchSink):
     continue in when the current one is full, or None when there is no room for one: the
     builder then disables itself and keeps in ``paused_at`` the offset of the first record
     it could not index.
+
+    The dispatcher's common case runs without the GIL (``accept_fast``): records whose
+    entries all fit the current file, hashed with the topic's ``topic#`` prefix hash
+    computed once per run of records of one topic. A record that needs a new file goes
+    to ``accept`` (with the GIL).
     """
     cdef IndexFile current
     cdef object roll
     cdef public bint enabled
     cdef readonly long long indexed
     cdef public long long paused_at
+    cdef MappedFile pinned          # the current file's mapping, pinned for a GIL-free stretch
+    cdef char last_topic[128]
+    cdef Py_ssize_t last_topic_len
+    cdef uint32_t last_topic_hash   # hash of "topic#"
 
     def __init__(self, IndexFile current, roll):
         self.current = current
         self.roll = roll
         self.enabled = True
         self.paused_at = -1
+        self.last_topic_len = -1
 
     def set_current(self, IndexFile f):
         self.current = f
@@ -389,6 +428,86 @@ cdef class IndexBuilder(DispatchSink):
                     w = we + 1
         return 0
 
+    cdef int fast_begin(self) except -1:
+        cdef MappedFile mf
+        self.pinned = None
+        if self.enabled and self.current is not None:
+            mf = self.current.mapped_file
+            if mf.base != NULL and mf.writable:
+                try:
+                    mf.pin()
+                except Exception:
+                    return 0                # closing: accept() reports it
+                self.pinned = mf
+        return 0
+
+    cdef void fast_end(self) noexcept:
+        if self.pinned is not None:
+            self.pinned.unpin()
+            self.pinned = None
+
+    cdef inline uint32_t _prefix_hash(self, const char *topic, Py_ssize_t n) noexcept nogil:
+        """Java hash state after ``topic + "#"``, cached for the last topic."""
+        if n != self.last_topic_len or memcmp(topic, self.last_topic, n) != 0:
+            self.last_topic_hash = 31u * pymq_java_hash_utf8_from(0, topic, n) + 35u
+            memcpy(self.last_topic, topic, n)
+            self.last_topic_len = n
+        return self.last_topic_hash
+
+    cdef Py_ssize_t accept_fast(self, const char *base, int64_t file_from, DispatchRequest *reqs,
+                                Py_ssize_t n) noexcept nogil:
+        cdef Py_ssize_t i, w, we, end, need
+        cdef DispatchRequest *r
+        cdef const char *rec
+        cdef char *ibase
+        cdef int32_t count
+        cdef int64_t end_phy
+        cdef uint32_t prefix
+        if not self.enabled:
+            return n
+        if self.pinned is None:
+            return 0
+        # ``current`` changes only with the GIL (a roll in ``accept``); ``pinned`` is its
+        # mapping, kept mapped for this stretch by ``fast_begin``
+        ibase = self.pinned.base
+        for i in range(n):
+            r = &reqs[i]
+            if (r.sys_flag & TRANSACTION_TYPE_MASK) == TRANSACTION_ROLLBACK_TYPE:
+                continue
+            if r.commitlog_offset < pymq_get_i64(ibase + 24):
+                continue
+            need = (1 if r.uniq_pos >= 0 else 0) + (_key_words(base + (r.commitlog_offset - file_from), r.keys_pos,
+                                                                 r.keys_len) if r.keys_pos >= 0 else 0)
+            if need == 0:
+                continue
+            count = pymq_get_i32(ibase + 36)
+            if count <= 0:
+                count = 1
+            if count + need > self.current.index_num:
+                return i
+            rec = base + (r.commitlog_offset - file_from)
+            prefix = self._prefix_hash(rec + r.topic_pos, r.topic_len)
+            if r.uniq_pos >= 0:
+                _put_entry(ibase, self.current.entries_pos, self.current.hash_slot_num, count,
+                           _abs_hash(pymq_java_hash_utf8_from(prefix, rec + r.uniq_pos, r.uniq_len)),
+                           r.commitlog_offset, r.store_timestamp)
+                count += 1
+            if r.keys_pos >= 0:
+                w = r.keys_pos
+                end = r.keys_pos + r.keys_len
+                while w < end:
+                    we = w
+                    while we < end and rec[we] != 32:
+                        we += 1
+                    if we > w:
+                        _put_entry(ibase, self.current.entries_pos, self.current.hash_slot_num, count,
+                                   _abs_hash(pymq_java_hash_utf8_from(prefix, rec + w, we - w)),
+                                   r.commitlog_offset, r.store_timestamp)
+                        count += 1
+                    w = we + 1
+            self.indexed += need
+        return n
+
 
 cdef extern from "Python.h":
     const char *PyUnicode_AsUTF8AndSize(object s, Py_ssize_t *size) except NULL
@@ -399,10 +518,12 @@ cdef class IndexQuerier:
     to oldest (skipping files whose time range misses the query, stopping at one that
     begins before it), verify each candidate against its record, decode the matches.
 
-    ``service.index_files`` (re-read on each call: files roll) and the commit log's
-    ``mapped_files`` are the shared state.
+    ``files`` is the index service's list of files, which the service replaces (never
+    changes in place) whenever files roll or go; the commit log's ``mapped_files`` is
+    read on each call.
     """
     cdef object service
+    cdef public list files
     cdef object commit_log_queue
     cdef long long cl_file_size
     cdef int max_batch
@@ -410,6 +531,7 @@ cdef class IndexQuerier:
 
     def __init__(self, service, commit_log_queue, long long commitlog_file_size, int max_msgs_num_batch):
         self.service = service
+        self.files = []
         self.commit_log_queue = commit_log_queue
         self.cl_file_size = commitlog_file_size
         self.max_batch = max_msgs_num_batch
@@ -443,7 +565,7 @@ cdef class IndexQuerier:
         t = PyUnicode_AsUTF8AndSize(topic, &tl)
         k = PyUnicode_AsUTF8AndSize(key, &kl)
         h = index_hash(t, tl, k, kl)
-        files = self.service.index_files
+        files = self.files
         cl_files = self.commit_log_queue.mapped_files
         for i in range(len(files) - 1, -1, -1):
             if n >= max_num:
@@ -465,5 +587,5 @@ cdef class IndexQuerier:
         for i in range(n):
             seg = segment_for(cl_files, found[i], self.cl_file_size)
             out.append(decode_at(seg.base + (found[i] - seg.file_from_offset),
-                                 seg.wrote - (found[i] - seg.file_from_offset), False))
+                                 seg.wrote - (found[i] - seg.file_from_offset), False, None, topic))
         return out
