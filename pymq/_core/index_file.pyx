@@ -32,8 +32,11 @@ is inside the range.
 """
 
 cimport cython
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.ref cimport Py_INCREF
 from libc.stdint cimport int32_t, int64_t, uint32_t
-from libc.string cimport memcmp, memcpy
+from libc.string cimport memchr, memcmp, memcpy
 
 from pymq._core.atomic cimport pymq_release_fence
 from pymq._core.clayout cimport TRANSACTION_ROLLBACK_TYPE, TRANSACTION_TYPE_MASK
@@ -41,7 +44,7 @@ from pymq._core.dispatch cimport DispatchRequest, DispatchSink
 from pymq._core.hton cimport pymq_get_i32, pymq_get_i64, pymq_put_i32, pymq_put_i64
 from pymq._core.mapped_file cimport MappedFile, segment_for
 from pymq._core.message cimport MessageExt
-from pymq._core.record cimport RecordLayout, decode_at, next_property, record_layout
+from pymq._core.record cimport RecordLayout, ext_from_page, next_property, record_layout
 
 cdef extern from "pymq_javahash.h" nogil:
     uint32_t pymq_java_hash_utf8_from(uint32_t h, const char *buf, size_t n)
@@ -74,25 +77,29 @@ def index_file_size(int hash_slot_num, int index_num) -> int:
     return HEADER_SIZE + hash_slot_num * SLOT_SIZE + index_num * ENTRY_SIZE
 
 
-cdef bint _record_has_key(const char *rec, Py_ssize_t avail, const char *topic, Py_ssize_t topic_len,
-                          const char *key, Py_ssize_t key_len, long long begin, long long end):
-    """The record's topic is ``topic``, its store time is in [begin, end] and ``key`` is
-    its UNIQ_KEY or one of the space-separated words of its KEYS."""
+cdef Py_ssize_t _record_has_key(const char *rec, Py_ssize_t avail, const char *topic, Py_ssize_t topic_len,
+                                const char *key, Py_ssize_t key_len, long long begin, long long end,
+                                RecordLayout *out) noexcept:
+    """The record's size when its topic is ``topic``, its store time is in [begin, end]
+    and ``key`` is its UNIQ_KEY or one of the space-separated words of its KEYS (its
+    checked layout in ``out``); 0 otherwise."""
     cdef RecordLayout lay
-    cdef Py_ssize_t s, e, k, stop, w, we
-    if record_layout(rec, avail, &lay) <= 0:
-        return False
+    cdef Py_ssize_t s, e, k, stop, w, we, total
+    total = record_layout(rec, avail, &lay)
+    if total <= 0:
+        return 0
+    out[0] = lay
     if lay.topic_len != topic_len or memcmp(rec + lay.topic_pos, topic, topic_len) != 0:
-        return False
+        return 0
     if lay.store_timestamp < begin or lay.store_timestamp > end:
-        return False
+        return 0
     s = lay.props_pos
     stop = s + lay.props_len
     while s < stop:
         if next_property(rec, s, stop, &k, &e):
             if k - s == 8 and memcmp(rec + s, b"UNIQ_KEY", 8) == 0:
                 if e - k - 1 == key_len and memcmp(rec + k + 1, key, key_len) == 0:
-                    return True
+                    return total
             elif k - s == 4 and memcmp(rec + s, b"KEYS", 4) == 0:
                 w = k + 1
                 while w < e:
@@ -100,17 +107,18 @@ cdef bint _record_has_key(const char *rec, Py_ssize_t avail, const char *topic, 
                     while we < e and rec[we] != 32:
                         we += 1
                     if we - w == key_len and memcmp(rec + w, key, key_len) == 0:
-                        return True
+                        return total
                     w = we + 1
         s = e + 1
-    return False
+    return 0
 
 
-cdef inline void _put_entry(char *base, Py_ssize_t entries_pos, int hash_slot_num, int32_t count,
-                            int32_t key_hash, int64_t phy, int64_t store_ts) noexcept nogil:
-    """Write entry number ``count`` (1 <= count < indexNum, checked by the caller), link it
-    into its slot and update the header. The entry is published before the slot points to
-    it (a reader may walk the chain at the same time, without a lock)."""
+cdef inline bint _link_entry(char *base, Py_ssize_t entries_pos, int hash_slot_num, int32_t count,
+                             int32_t key_hash, int64_t phy, int64_t store_ts) noexcept nogil:
+    """Write entry number ``count`` (1 <= count < indexNum, checked by the caller) and
+    link it into its slot; True when the slot was empty. The entry is published before
+    the slot points to it (a reader may walk the chain at the same time, without a
+    lock); the header is the caller's (``_put_header``)."""
     cdef Py_ssize_t slot_pos = HEADER_SIZE + <Py_ssize_t>(key_hash % hash_slot_num) * SLOT_SIZE
     cdef Py_ssize_t entry_pos = entries_pos + <Py_ssize_t>count * ENTRY_SIZE
     cdef int32_t slot_value = pymq_get_i32(base + slot_pos)
@@ -133,9 +141,15 @@ cdef inline void _put_entry(char *base, Py_ssize_t entries_pos, int hash_slot_nu
     if count <= 1:
         pymq_put_i64(base + 16, phy)
         pymq_put_i64(base, store_ts)
-    if slot_value == 0:
-        pymq_put_i32(base + 32, pymq_get_i32(base + 32) + 1)
-    pymq_put_i32(base + 36, count + 1)
+    return slot_value == 0
+
+
+cdef inline void _put_header(char *base, int32_t next_count, int32_t new_slots, int64_t phy,
+                             int64_t store_ts) noexcept nogil:
+    """After entries up to ``next_count - 1`` were linked: the header's counts and ends."""
+    if new_slots:
+        pymq_put_i32(base + 32, pymq_get_i32(base + 32) + new_slots)
+    pymq_put_i32(base + 36, next_count)
     pymq_put_i64(base + 24, phy)
     pymq_put_i64(base + 8, store_ts)
 
@@ -231,7 +245,8 @@ cdef class IndexFile:
             count = 1
         if count >= self.index_num:
             return 0
-        _put_entry(base, self.entries_pos, self.hash_slot_num, count, key_hash, phy, store_ts)
+        _put_header(base, count + 1, _link_entry(base, self.entries_pos, self.hash_slot_num, count, key_hash,
+                                                 phy, store_ts), phy, store_ts)
         return 1
 
     def put_key(self, key, long long phy_offset, long long store_timestamp) -> bool:
@@ -247,23 +262,25 @@ cdef class IndexFile:
     # -- reading -----------------------------------------------------------------------------
 
     cdef Py_ssize_t _walk(self, int32_t key_hash, Py_ssize_t max_num, long long begin, long long end,
-                          int64_t *out, Py_ssize_t n, bint verify, list files, long long file_size,
-                          const char *topic, Py_ssize_t topic_len, const char *key, Py_ssize_t key_len) except -1:
+                          int64_t *out, RecordLayout *lays, Py_ssize_t *sizes, Py_ssize_t n, bint verify,
+                          list files, long long file_size, const char *topic, Py_ssize_t topic_len,
+                          const char *key, Py_ssize_t key_len) except -1:
         """Walk the chain of ``key_hash`` newest first, appending matches to ``out[n:]``
-        (``max_num`` at most in all); returns the new count."""
+        (``max_num`` at most in all); returns the new count. A verified walk also keeps
+        each match's record layout and size in ``lays`` / ``sizes``."""
         cdef char *base = self._base()
+        cdef int32_t count, slot_value, nxt, prev, diff, h
+        cdef int64_t phy, time_read, begin_ts = pymq_get_i64(base)
+        cdef Py_ssize_t pos, steps = 0, j, rel, size
+        cdef MappedFile seg
+        cdef bint matched
         # entry numbers are 1 .. indexCount-1 (RocketMQ also accepts a link equal to
         # indexCount); never beyond the file, whatever a damaged header says
-        cdef int32_t count = pymq_get_i32(base + 36)
+        count = pymq_get_i32(base + 36)
         if count <= 0:
             count = 1                       # a fresh file (see index_count)
         if count > self.index_num - 1:
             count = self.index_num - 1
-        cdef int32_t slot_value, nxt, prev, diff, h
-        cdef int64_t phy, time_read, begin_ts = pymq_get_i64(base)
-        cdef Py_ssize_t pos, steps = 0, j, rel
-        cdef MappedFile seg
-        cdef bint matched
         slot_value = pymq_get_i32(base + HEADER_SIZE + <Py_ssize_t>(key_hash % self.hash_slot_num) * SLOT_SIZE)
         if slot_value <= 0 or slot_value > count or count <= 1:
             return n
@@ -286,8 +303,10 @@ cdef class IndexFile:
                     seg = segment_for(files, phy, file_size)
                     if seg is not None and seg.base != NULL and phy - seg.file_from_offset < seg.wrote:
                         rel = <Py_ssize_t>(phy - seg.file_from_offset)
-                        matched = _record_has_key(seg.base + rel, seg.wrote - rel, topic, topic_len,
-                                                  key, key_len, begin, end)
+                        size = _record_has_key(seg.base + rel, seg.wrote - rel, topic, topic_len,
+                                               key, key_len, begin, end, &lays[n])
+                        matched = size > 0
+                        sizes[n] = size
                         for j in range(n):
                             if out[j] == phy:
                                 matched = False
@@ -311,7 +330,7 @@ cdef class IndexFile:
         cdef int64_t found[64]
         cdef Py_ssize_t n
         h = 0 if h == -2147483648 else (-h if h < 0 else h)
-        n = self._walk(h, min(max_num, 64), begin, end, found, 0, False, None, 0, NULL, 0, NULL, 0)
+        n = self._walk(h, min(max_num, 64), begin, end, found, NULL, NULL, 0, False, None, 0, NULL, 0, NULL, 0)
         return [found[i] for i in range(n)]
 
     def query(self, str topic, str key, int max_num, long long begin, long long end,
@@ -321,8 +340,10 @@ cdef class IndexFile:
         checked against its record."""
         cdef bytes t = topic.encode("utf-8"), k = key.encode("utf-8")
         cdef int64_t found[64]
+        cdef RecordLayout lays[64]
+        cdef Py_ssize_t sizes[64]
         cdef Py_ssize_t n = self._walk(index_hash(t, len(t), k, len(k)), min(max_num, 64), begin, end,
-                                       found, 0, True, commitlog_files, commitlog_file_size,
+                                       found, lays, sizes, 0, True, commitlog_files, commitlog_file_size,
                                        t, len(t), k, len(k))
         return [found[i] for i in range(n)]
 
@@ -459,10 +480,12 @@ cdef class IndexBuilder(DispatchSink):
         cdef Py_ssize_t i, w, we, end, need
         cdef DispatchRequest *r
         cdef const char *rec
+        cdef const char *sp
         cdef char *ibase
-        cdef int32_t count
-        cdef int64_t end_phy
+        cdef int32_t count, first, new_slots
         cdef uint32_t prefix
+        cdef Py_ssize_t entries_pos
+        cdef int slots, index_num
         if not self.enabled:
             return n
         if self.pinned is None:
@@ -470,42 +493,51 @@ cdef class IndexBuilder(DispatchSink):
         # ``current`` changes only with the GIL (a roll in ``accept``); ``pinned`` is its
         # mapping, kept mapped for this stretch by ``fast_begin``
         ibase = self.pinned.base
+        entries_pos = self.current.entries_pos
+        slots = self.current.hash_slot_num
+        index_num = self.current.index_num
         for i in range(n):
             r = &reqs[i]
+            if r.uniq_pos < 0 and r.keys_pos < 0:
+                continue
             if (r.sys_flag & TRANSACTION_TYPE_MASK) == TRANSACTION_ROLLBACK_TYPE:
                 continue
             if r.commitlog_offset < pymq_get_i64(ibase + 24):
                 continue
-            need = (1 if r.uniq_pos >= 0 else 0) + (_key_words(base + (r.commitlog_offset - file_from), r.keys_pos,
-                                                                 r.keys_len) if r.keys_pos >= 0 else 0)
-            if need == 0:
-                continue
+            rec = base + (r.commitlog_offset - file_from)
             count = pymq_get_i32(ibase + 36)
             if count <= 0:
                 count = 1
-            if count + need > self.current.index_num:
-                return i
-            rec = base + (r.commitlog_offset - file_from)
+            # room for every entry of the record: at most one per two bytes of KEYS
+            need = (1 if r.uniq_pos >= 0 else 0) + ((r.keys_len + 1) // 2 if r.keys_pos >= 0 else 0)
+            if count + need > index_num:
+                need = (1 if r.uniq_pos >= 0 else 0) + (_key_words(rec, r.keys_pos, r.keys_len)
+                                                        if r.keys_pos >= 0 else 0)
+                if count + need > index_num:
+                    return i
             prefix = self._prefix_hash(rec + r.topic_pos, r.topic_len)
+            first = count
+            new_slots = 0
             if r.uniq_pos >= 0:
-                _put_entry(ibase, self.current.entries_pos, self.current.hash_slot_num, count,
-                           _abs_hash(pymq_java_hash_utf8_from(prefix, rec + r.uniq_pos, r.uniq_len)),
-                           r.commitlog_offset, r.store_timestamp)
+                new_slots += _link_entry(ibase, entries_pos, slots, count,
+                                         _abs_hash(pymq_java_hash_utf8_from(prefix, rec + r.uniq_pos, r.uniq_len)),
+                                         r.commitlog_offset, r.store_timestamp)
                 count += 1
             if r.keys_pos >= 0:
                 w = r.keys_pos
                 end = r.keys_pos + r.keys_len
                 while w < end:
-                    we = w
-                    while we < end and rec[we] != 32:
-                        we += 1
+                    sp = <const char *>memchr(rec + w, 32, <size_t>(end - w))
+                    we = end if sp == NULL else sp - rec
                     if we > w:
-                        _put_entry(ibase, self.current.entries_pos, self.current.hash_slot_num, count,
-                                   _abs_hash(pymq_java_hash_utf8_from(prefix, rec + w, we - w)),
-                                   r.commitlog_offset, r.store_timestamp)
+                        new_slots += _link_entry(ibase, entries_pos, slots, count,
+                                                 _abs_hash(pymq_java_hash_utf8_from(prefix, rec + w, we - w)),
+                                                 r.commitlog_offset, r.store_timestamp)
                         count += 1
                     w = we + 1
-            self.indexed += need
+            if count > first:
+                _put_header(ibase, count, new_slots, r.commitlog_offset, r.store_timestamp)
+                self.indexed += count - first
         return n
 
 
@@ -541,23 +573,29 @@ cdef class IndexQuerier:
         """Messages of ``topic`` whose key or unique key is ``key``, stored in [begin, end]
         (ms; ``end`` None: no limit), newest first, at most min(max_num, 64)."""
         cdef long long e = 9223372036854775807 if end is None else <long long>end
-        cdef Py_ssize_t tl, kl, i, j, n = 0
+        cdef Py_ssize_t tl, kl, i, j, n = 0, total = 0, at
         cdef const char *t
         cdef const char *k
         cdef int32_t h
-        cdef list files, cl_files, out = []
+        cdef list files, cl_files, out
         cdef IndexFile f
+        cdef MappedFile seg
         cdef long long fb, fe
         cdef int64_t found[64]
-        cdef int64_t tmp
-        cdef MappedFile seg
+        cdef RecordLayout lays[64]
+        cdef Py_ssize_t sizes[64]
+        cdef int order[64]
+        cdef int tmp
+        cdef bytes page
+        cdef char *dst
+        cdef MessageExt m
         if self.closed:
             from pymq.errors import StoreStateError
             raise StoreStateError("the store is shut down")
         if max_num < 1:
             raise ValueError("max_num must be >= 1")
         if not key:
-            return out
+            return []
         if max_num > self.max_batch:
             max_num = self.max_batch
         if max_num > 64:
@@ -571,21 +609,44 @@ cdef class IndexQuerier:
             if n >= max_num:
                 break
             f = <IndexFile>files[i]
-            fb = pymq_get_i64(f._base())
-            fe = pymq_get_i64(f._base() + 8)
+            if f.mapped_file.base == NULL:
+                f._base()                     # raises: the file was closed
+            fb = pymq_get_i64(f.mapped_file.base)
+            fe = pymq_get_i64(f.mapped_file.base + 8)
             if (begin < fb and e > fe) or (fb <= begin <= fe) or (fb <= e <= fe):
-                n = f._walk(h, max_num, begin, e, found, n, True, cl_files, self.cl_file_size, t, tl, k, kl)
+                n = f._walk(h, max_num, begin, e, found, lays, sizes, n, True, cl_files, self.cl_file_size,
+                            t, tl, k, kl)
             if fb < begin:
                 break
-        for i in range(1, n):                 # newest first: descending offset (n <= 64)
-            tmp = found[i]
+        if n == 0:
+            return []
+        for i in range(n):                    # newest first: descending offset (n <= 64)
+            order[i] = <int>i
+            total += sizes[i]
+        for i in range(1, n):
+            tmp = order[i]
             j = i
-            while j > 0 and found[j - 1] < tmp:
-                found[j] = found[j - 1]
+            while j > 0 and found[order[j - 1]] < found[tmp]:
+                order[j] = order[j - 1]
                 j -= 1
-            found[j] = tmp
+            order[j] = tmp
+        # one copy of the matched records (each checked in _walk, with the GIL held since:
+        # no segment went away), then the messages over it
+        page = PyBytes_FromStringAndSize(NULL, total)
+        dst = PyBytes_AS_STRING(page)
+        at = 0
         for i in range(n):
-            seg = segment_for(cl_files, found[i], self.cl_file_size)
-            out.append(decode_at(seg.base + (found[i] - seg.file_from_offset),
-                                 seg.wrote - (found[i] - seg.file_from_offset), False, None, topic))
+            seg = segment_for(cl_files, found[order[i]], self.cl_file_size)
+            if (seg is None or seg.base == NULL
+                    or found[order[i]] - seg.file_from_offset + sizes[order[i]] > seg.wrote):
+                raise RuntimeError("a commit-log segment went away during a key lookup")
+            memcpy(dst + at, seg.base + (found[order[i]] - seg.file_from_offset), sizes[order[i]])
+            at += sizes[order[i]]
+        out = PyList_New(n)
+        at = 0
+        for i in range(n):
+            m = ext_from_page(page, at, &lays[order[i]], sizes[order[i]], None, topic)
+            Py_INCREF(m)
+            PyList_SET_ITEM(out, i, m)
+            at += sizes[order[i]]
         return out

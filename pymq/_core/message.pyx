@@ -104,6 +104,24 @@ cdef int props_add_str(PropsBuf *b, str name, str value) except -1:
     return 0
 
 
+cdef int props_add_named(PropsBuf *b, const char *pn, Py_ssize_t nn, str value) except -1:
+    """``props_add_str`` for a name known to be valid (the system names: TAGS, KEYS)."""
+    cdef Py_ssize_t nv
+    cdef const char *pv = PyUnicode_AsUTF8AndSize(value, &nv)
+    _check_part(pv, nv, "value")
+    props_reserve(b, nn + nv + 2)
+    if b.length > b.start:
+        b.data[b.length] = 2
+        b.length += 1
+    memcpy(b.data + b.length, pn, nn)
+    b.length += nn
+    b.data[b.length] = 1
+    b.length += 1
+    memcpy(b.data + b.length, pv, nv)
+    b.length += nv
+    return 0
+
+
 cdef bint props_has_name(PropsBuf *b, const char *name, Py_ssize_t n) noexcept:
     """True if some entry of the buffer is named ``name``."""
     cdef Py_ssize_t i = b.start
@@ -433,9 +451,13 @@ cdef class Message:
                     continue
                 props_add_str(out, k, v)
         if self._tags is not None:
-            props_add_str(out, "TAGS", self._tags)
+            props_add_named(out, b"TAGS", 4, self._tags)
         if self._keys is not None:
-            props_add_str(out, "KEYS", " ".join(self._keys))
+            keys = self._keys
+            if type(keys) is list and len(<list>keys) == 1 and type((<list>keys)[0]) is str:
+                props_add_named(out, b"KEYS", 4, (<list>keys)[0])
+            else:
+                props_add_named(out, b"KEYS", 4, " ".join(keys))
         return 0
 
     def __repr__(self):
