@@ -243,6 +243,8 @@ cdef inline object _as_keys(object keys):
         return None
     if isinstance(keys, str):
         out = [k for k in (<str>keys).split(" ") if k]   # RocketMQ's KEY_SEPARATOR only
+    elif type(keys) is list:
+        out = (<list>keys)[:]                            # a copy: the caller keeps its list
     else:
         out = list(keys)
         for k in out:
