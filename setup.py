@@ -50,6 +50,8 @@ EXTENSIONS = [
     ext("dispatch"),
     ext("reader"),
     ext("index_file"),
+    ext("index_builder"),
+    ext("index_query"),
     ext("columns"),
 ]
 

@@ -29,47 +29,20 @@ store uses: it reads each candidate's record from the commit log and keeps it on
 the topic, the real key (a KEYS word or the UNIQ_KEY) and the real store time match, so
 collisions never leak and RocketMQ's whole-second ``timeDiff`` cannot drop a message that
 is inside the range.
+
+The dispatcher's index step (``index_builder``) and ``query_message`` (``index_query``)
+live in their own modules; the hashing and linking steps they share are inline functions
+of ``index_file.pxd``. An entry is linked in the order a lock-free reader needs: entry,
+release fence, slot, then the header.
 """
 
 cimport cython
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
-from cpython.list cimport PyList_New, PyList_SET_ITEM
-from cpython.ref cimport Py_INCREF
-from libc.stdint cimport int32_t, int64_t, uint32_t
-from libc.string cimport memchr, memcmp, memcpy
+from libc.string cimport memcmp
 
-from pymq._core.atomic cimport pymq_release_fence
-from pymq._core.clayout cimport TRANSACTION_ROLLBACK_TYPE, TRANSACTION_TYPE_MASK
-from pymq._core.dispatch cimport DispatchRequest, DispatchSink
-from pymq._core.hton cimport pymq_get_i32, pymq_get_i64, pymq_put_i32, pymq_put_i64
-from pymq._core.mapped_file cimport MappedFile, segment_for
-from pymq._core.message cimport MessageExt
-from pymq._core.record cimport RecordLayout, ext_from_page, next_property, record_layout
-
-cdef extern from "pymq_javahash.h" nogil:
-    uint32_t pymq_java_hash_utf8_from(uint32_t h, const char *buf, size_t n)
-
-cdef enum:
-    HEADER_SIZE = 40
-    SLOT_SIZE = 4
-    ENTRY_SIZE = 20
+from pymq._core.mapped_file cimport segment_for
+from pymq._core.record cimport next_property, record_layout
 
 INDEX_HEADER_SIZE = HEADER_SIZE
-
-
-cdef inline int32_t _abs_hash(uint32_t h) noexcept nogil:
-    """``indexKeyHashMethod``: ``abs(hashCode)``, 0 for ``Integer.MIN_VALUE``."""
-    cdef int32_t v = <int32_t>h
-    if v == -2147483648:
-        return 0
-    return -v if v < 0 else v
-
-
-cdef inline int32_t index_hash(const char *topic, Py_ssize_t topic_len, const char *key, Py_ssize_t key_len) noexcept nogil:
-    """``indexKeyHashMethod(topic + "#" + key)``."""
-    cdef uint32_t h = pymq_java_hash_utf8_from(0, topic, topic_len)
-    h = 31u * h + 35u                       # '#'
-    return _abs_hash(pymq_java_hash_utf8_from(h, key, key_len))
 
 
 def index_file_size(int hash_slot_num, int index_num) -> int:
@@ -113,47 +86,6 @@ cdef Py_ssize_t _record_has_key(const char *rec, Py_ssize_t avail, const char *t
     return 0
 
 
-cdef inline bint _link_entry(char *base, Py_ssize_t entries_pos, int hash_slot_num, int32_t count,
-                             int32_t key_hash, int64_t phy, int64_t store_ts) noexcept nogil:
-    """Write entry number ``count`` (1 <= count < indexNum, checked by the caller) and
-    link it into its slot; True when the slot was empty. The entry is published before
-    the slot points to it (a reader may walk the chain at the same time, without a
-    lock); the header is the caller's (``_put_header``)."""
-    cdef Py_ssize_t slot_pos = HEADER_SIZE + <Py_ssize_t>(key_hash % hash_slot_num) * SLOT_SIZE
-    cdef Py_ssize_t entry_pos = entries_pos + <Py_ssize_t>count * ENTRY_SIZE
-    cdef int32_t slot_value = pymq_get_i32(base + slot_pos)
-    cdef int64_t begin_ts = pymq_get_i64(base)
-    cdef int64_t diff
-    if slot_value <= 0 or slot_value > count:
-        slot_value = 0
-    diff = store_ts - begin_ts
-    diff = diff // 1000 if diff >= 0 else -((-diff) // 1000)     # Java's truncating division
-    if begin_ts <= 0 or diff < 0:
-        diff = 0
-    elif diff > 2147483647:
-        diff = 2147483647
-    pymq_put_i32(base + entry_pos, key_hash)
-    pymq_put_i64(base + entry_pos + 4, phy)
-    pymq_put_i32(base + entry_pos + 12, <int32_t>diff)
-    pymq_put_i32(base + entry_pos + 16, slot_value)
-    pymq_release_fence()
-    pymq_put_i32(base + slot_pos, count)
-    if count <= 1:
-        pymq_put_i64(base + 16, phy)
-        pymq_put_i64(base, store_ts)
-    return slot_value == 0
-
-
-cdef inline void _put_header(char *base, int32_t next_count, int32_t new_slots, int64_t phy,
-                             int64_t store_ts) noexcept nogil:
-    """After entries up to ``next_count - 1`` were linked: the header's counts and ends."""
-    if new_slots:
-        pymq_put_i32(base + 32, pymq_get_i32(base + 32) + new_slots)
-    pymq_put_i32(base + 36, next_count)
-    pymq_put_i64(base + 24, phy)
-    pymq_put_i64(base + 8, store_ts)
-
-
 @cython.final
 cdef class IndexFile:
     """One index file: ``IndexFile(mapped_file, hash_slot_num, index_num)``.
@@ -161,11 +93,6 @@ cdef class IndexFile:
     For a new file, ``end_phy_offset`` / ``end_timestamp`` seed the header from the
     previous file (as RocketMQ's ``getAndCreateLastIndexFile`` does).
     """
-    cdef readonly MappedFile mapped_file
-    cdef readonly int hash_slot_num
-    cdef readonly int index_num
-    cdef Py_ssize_t entries_pos
-
     def __init__(self, MappedFile mapped_file, int hash_slot_num, int index_num,
                  long long end_phy_offset=0, long long end_timestamp=0):
         if hash_slot_num < 1 or index_num < 2:
@@ -187,14 +114,14 @@ cdef class IndexFile:
             self._put64(0, end_timestamp)
             self._put64(8, end_timestamp)
 
-    cdef inline char *_base(self) except NULL:
+    cdef char *_base(self) except NULL:
         self.mapped_file._check_open()
         return self.mapped_file.base
 
-    cdef inline void _put64(self, Py_ssize_t pos, int64_t v) except *:
+    cdef void _put64(self, Py_ssize_t pos, int64_t v) except *:
         pymq_put_i64(self._base() + pos, v)
 
-    cdef inline int64_t end_phy(self) except? -1:
+    cdef int64_t end_phy(self) except? -1:
         return pymq_get_i64(self._base() + 24)
 
     # -- header ------------------------------------------------------------------------------
@@ -352,301 +279,3 @@ cdef class IndexFile:
         self.mapped_file.set_positions(self.mapped_file.file_size)
         self.mapped_file.flushed_position = 0
         self.mapped_file.flush(0)
-
-
-cdef inline Py_ssize_t _key_words(const char *rec, Py_ssize_t pos, Py_ssize_t n) noexcept nogil:
-    """How many non-empty space-separated words ``rec[pos:pos + n]`` holds."""
-    cdef Py_ssize_t i, words = 0
-    cdef bint in_word = False
-    for i in range(pos, pos + n):
-        if rec[i] == 32:
-            in_word = False
-        elif not in_word:
-            in_word = True
-            words += 1
-    return words
-
-
-cdef class IndexBuilder(DispatchSink):
-    """Builds the index from dispatched records (``CommitLogDispatcherBuildIndex``).
-
-    Every record but rolled-back transactions is indexed under ``topic#UNIQ_KEY`` and
-    ``topic#word`` for each space-separated word of KEYS, unless it is older than the
-    current file's end offset (already indexed). ``roll()`` (Python) returns the file to
-    continue in when the current one is full, or None when there is no room for one: the
-    builder then disables itself and keeps in ``paused_at`` the offset of the first record
-    it could not index.
-
-    The dispatcher's common case runs without the GIL (``accept_fast``): records whose
-    entries all fit the current file, hashed with the topic's ``topic#`` prefix hash
-    computed once per run of records of one topic. A record that needs a new file goes
-    to ``accept`` (with the GIL).
-    """
-    cdef IndexFile current
-    cdef object roll
-    cdef public bint enabled
-    cdef readonly long long indexed
-    cdef public long long paused_at
-    cdef MappedFile pinned          # the current file's mapping, pinned for a GIL-free stretch
-    cdef char last_topic[128]
-    cdef Py_ssize_t last_topic_len
-    cdef uint32_t last_topic_hash   # hash of "topic#"
-
-    def __init__(self, IndexFile current, roll):
-        self.current = current
-        self.roll = roll
-        self.enabled = True
-        self.paused_at = -1
-        self.last_topic_len = -1
-
-    def set_current(self, IndexFile f):
-        self.current = f
-
-    cdef int _put(self, int32_t h, int64_t phy, int64_t ts) except -1:
-        cdef object nxt
-        if self.current is None or self.current.put_hashed(h, phy, ts) == 0:
-            nxt = self.roll()
-            if nxt is None:
-                # no room on the disk for a new index file: indexing pauses at this record
-                # (the index service resumes it, from here, when space returns)
-                self.enabled = False
-                self.paused_at = phy
-                return 0
-            self.current = <IndexFile?>nxt
-            if self.current.put_hashed(h, phy, ts) == 0:
-                raise RuntimeError("a new index file is already full")
-        self.indexed += 1
-        return 0
-
-    cdef int accept(self, const char *base, int64_t file_from, DispatchRequest *reqs, Py_ssize_t n) except -1:
-        cdef Py_ssize_t i, w, we, end
-        cdef DispatchRequest *r
-        cdef const char *rec
-        cdef const char *topic
-        for i in range(n):
-            if not self.enabled:
-                return 0
-            r = &reqs[i]
-            if (r.sys_flag & TRANSACTION_TYPE_MASK) == TRANSACTION_ROLLBACK_TYPE:
-                continue
-            if self.current is not None and r.commitlog_offset < self.current.end_phy():
-                continue
-            rec = base + (r.commitlog_offset - file_from)
-            topic = rec + r.topic_pos
-            if r.uniq_pos >= 0:
-                self._put(index_hash(topic, r.topic_len, rec + r.uniq_pos, r.uniq_len),
-                          r.commitlog_offset, r.store_timestamp)
-            if r.keys_pos >= 0:
-                w = r.keys_pos
-                end = r.keys_pos + r.keys_len
-                while w < end:
-                    we = w
-                    while we < end and rec[we] != 32:
-                        we += 1
-                    if we > w:
-                        self._put(index_hash(topic, r.topic_len, rec + w, we - w),
-                                  r.commitlog_offset, r.store_timestamp)
-                    w = we + 1
-        return 0
-
-    cdef int fast_begin(self) except -1:
-        cdef MappedFile mf
-        self.pinned = None
-        if self.enabled and self.current is not None:
-            mf = self.current.mapped_file
-            if mf.base != NULL and mf.writable:
-                try:
-                    mf.pin()
-                except Exception:
-                    return 0                # closing: accept() reports it
-                self.pinned = mf
-        return 0
-
-    cdef void fast_end(self) noexcept:
-        if self.pinned is not None:
-            self.pinned.unpin()
-            self.pinned = None
-
-    cdef inline uint32_t _prefix_hash(self, const char *topic, Py_ssize_t n) noexcept nogil:
-        """Java hash state after ``topic + "#"``, cached for the last topic."""
-        if n != self.last_topic_len or memcmp(topic, self.last_topic, n) != 0:
-            self.last_topic_hash = 31u * pymq_java_hash_utf8_from(0, topic, n) + 35u
-            memcpy(self.last_topic, topic, n)
-            self.last_topic_len = n
-        return self.last_topic_hash
-
-    cdef Py_ssize_t accept_fast(self, const char *base, int64_t file_from, DispatchRequest *reqs,
-                                Py_ssize_t n) noexcept nogil:
-        cdef Py_ssize_t i, w, we, end, need
-        cdef DispatchRequest *r
-        cdef const char *rec
-        cdef const char *sp
-        cdef char *ibase
-        cdef int32_t count, first, new_slots
-        cdef uint32_t prefix
-        cdef Py_ssize_t entries_pos
-        cdef int slots, index_num
-        if not self.enabled:
-            return n
-        if self.pinned is None:
-            return 0
-        # ``current`` changes only with the GIL (a roll in ``accept``); ``pinned`` is its
-        # mapping, kept mapped for this stretch by ``fast_begin``
-        ibase = self.pinned.base
-        entries_pos = self.current.entries_pos
-        slots = self.current.hash_slot_num
-        index_num = self.current.index_num
-        for i in range(n):
-            r = &reqs[i]
-            if r.uniq_pos < 0 and r.keys_pos < 0:
-                continue
-            if (r.sys_flag & TRANSACTION_TYPE_MASK) == TRANSACTION_ROLLBACK_TYPE:
-                continue
-            if r.commitlog_offset < pymq_get_i64(ibase + 24):
-                continue
-            rec = base + (r.commitlog_offset - file_from)
-            count = pymq_get_i32(ibase + 36)
-            if count <= 0:
-                count = 1
-            # room for every entry of the record: at most one per two bytes of KEYS
-            need = (1 if r.uniq_pos >= 0 else 0) + ((r.keys_len + 1) // 2 if r.keys_pos >= 0 else 0)
-            if count + need > index_num:
-                need = (1 if r.uniq_pos >= 0 else 0) + (_key_words(rec, r.keys_pos, r.keys_len)
-                                                        if r.keys_pos >= 0 else 0)
-                if count + need > index_num:
-                    return i
-            prefix = self._prefix_hash(rec + r.topic_pos, r.topic_len)
-            first = count
-            new_slots = 0
-            if r.uniq_pos >= 0:
-                new_slots += _link_entry(ibase, entries_pos, slots, count,
-                                         _abs_hash(pymq_java_hash_utf8_from(prefix, rec + r.uniq_pos, r.uniq_len)),
-                                         r.commitlog_offset, r.store_timestamp)
-                count += 1
-            if r.keys_pos >= 0:
-                w = r.keys_pos
-                end = r.keys_pos + r.keys_len
-                while w < end:
-                    sp = <const char *>memchr(rec + w, 32, <size_t>(end - w))
-                    we = end if sp == NULL else sp - rec
-                    if we > w:
-                        new_slots += _link_entry(ibase, entries_pos, slots, count,
-                                                 _abs_hash(pymq_java_hash_utf8_from(prefix, rec + w, we - w)),
-                                                 r.commitlog_offset, r.store_timestamp)
-                        count += 1
-                    w = we + 1
-            if count > first:
-                _put_header(ibase, count, new_slots, r.commitlog_offset, r.store_timestamp)
-                self.indexed += count - first
-        return n
-
-
-cdef extern from "Python.h":
-    const char *PyUnicode_AsUTF8AndSize(object s, Py_ssize_t *size) except NULL
-
-
-cdef class IndexQuerier:
-    """``query_message`` in one compiled call: hash the key, walk the index files newest
-    to oldest (skipping files whose time range misses the query, stopping at one that
-    begins before it), verify each candidate against its record, decode the matches.
-
-    ``files`` is the index service's list of files, which the service replaces (never
-    changes in place) whenever files roll or go; the commit log's ``mapped_files`` is
-    read on each call.
-    """
-    cdef object service
-    cdef public list files
-    cdef object commit_log_queue
-    cdef long long cl_file_size
-    cdef int max_batch
-    cdef public bint closed
-
-    def __init__(self, service, commit_log_queue, long long commitlog_file_size, int max_msgs_num_batch):
-        self.service = service
-        self.files = []
-        self.commit_log_queue = commit_log_queue
-        self.cl_file_size = commitlog_file_size
-        self.max_batch = max_msgs_num_batch
-        self.closed = False
-
-    def query_message(self, str topic not None, str key not None, int max_num=32, long long begin=0, end=None):
-        """Messages of ``topic`` whose key or unique key is ``key``, stored in [begin, end]
-        (ms; ``end`` None: no limit), newest first, at most min(max_num, 64)."""
-        cdef long long e = 9223372036854775807 if end is None else <long long>end
-        cdef Py_ssize_t tl, kl, i, j, n = 0, total = 0, at
-        cdef const char *t
-        cdef const char *k
-        cdef int32_t h
-        cdef list files, cl_files, out
-        cdef IndexFile f
-        cdef MappedFile seg
-        cdef long long fb, fe
-        cdef int64_t found[64]
-        cdef RecordLayout lays[64]
-        cdef Py_ssize_t sizes[64]
-        cdef int order[64]
-        cdef int tmp
-        cdef bytes page
-        cdef char *dst
-        cdef MessageExt m
-        if self.closed:
-            from pymq.errors import StoreStateError
-            raise StoreStateError("the store is shut down")
-        if max_num < 1:
-            raise ValueError("max_num must be >= 1")
-        if not key:
-            return []
-        if max_num > self.max_batch:
-            max_num = self.max_batch
-        if max_num > 64:
-            max_num = 64
-        t = PyUnicode_AsUTF8AndSize(topic, &tl)
-        k = PyUnicode_AsUTF8AndSize(key, &kl)
-        h = index_hash(t, tl, k, kl)
-        files = self.files
-        cl_files = self.commit_log_queue.mapped_files
-        for i in range(len(files) - 1, -1, -1):
-            if n >= max_num:
-                break
-            f = <IndexFile>files[i]
-            if f.mapped_file.base == NULL:
-                f._base()                     # raises: the file was closed
-            fb = pymq_get_i64(f.mapped_file.base)
-            fe = pymq_get_i64(f.mapped_file.base + 8)
-            if (begin < fb and e > fe) or (fb <= begin <= fe) or (fb <= e <= fe):
-                n = f._walk(h, max_num, begin, e, found, lays, sizes, n, True, cl_files, self.cl_file_size,
-                            t, tl, k, kl)
-            if fb < begin:
-                break
-        if n == 0:
-            return []
-        for i in range(n):                    # newest first: descending offset (n <= 64)
-            order[i] = <int>i
-            total += sizes[i]
-        for i in range(1, n):
-            tmp = order[i]
-            j = i
-            while j > 0 and found[order[j - 1]] < found[tmp]:
-                order[j] = order[j - 1]
-                j -= 1
-            order[j] = tmp
-        # one copy of the matched records (each checked in _walk, with the GIL held since:
-        # no segment went away), then the messages over it
-        page = PyBytes_FromStringAndSize(NULL, total)
-        dst = PyBytes_AS_STRING(page)
-        at = 0
-        for i in range(n):
-            seg = segment_for(cl_files, found[order[i]], self.cl_file_size)
-            if (seg is None or seg.base == NULL
-                    or found[order[i]] - seg.file_from_offset + sizes[order[i]] > seg.wrote):
-                raise RuntimeError("a commit-log segment went away during a key lookup")
-            memcpy(dst + at, seg.base + (found[order[i]] - seg.file_from_offset), sizes[order[i]])
-            at += sizes[order[i]]
-        out = PyList_New(n)
-        at = 0
-        for i in range(n):
-            m = ext_from_page(page, at, &lays[order[i]], sizes[order[i]], None, topic)
-            Py_INCREF(m)
-            PyList_SET_ITEM(out, i, m)
-            at += sizes[order[i]]
-        return out

@@ -20,7 +20,9 @@ import threading
 import time
 from typing import Optional
 
-from pymq._core.index_file import IndexBuilder, IndexFile, IndexQuerier, index_file_size
+from pymq._core.index_builder import IndexBuilder
+from pymq._core.index_file import IndexFile, index_file_size
+from pymq._core.index_query import IndexQuerier
 from pymq._core.mapped_file import MappedFile
 from pymq.config import StoreConfig
 from pymq.errors import DiskFullError
