@@ -3,6 +3,8 @@
 Environment switches:
   PYMQ_DEBUG=1   annotate HTML, line tracing (CYTHON_TRACE_NOGIL) and the PYMQ_DEBUG C macro
   PYMQ_NATIVE=1  compile for this CPU (-march=native); wheels never use it
+  PYMQ_ANNOTATE=1  Cython's annotate HTML (pymq/_core/*.html) without line tracing
+  PYMQ_SYMBOLS=1   keep symbols and debug info (-g, not stripped) for callgrind / perf
 """
 
 import os
@@ -12,10 +14,14 @@ from setuptools import Extension, setup
 
 DEBUG = os.environ.get("PYMQ_DEBUG") == "1"
 NATIVE = os.environ.get("PYMQ_NATIVE") == "1"
+ANNOTATE = DEBUG or os.environ.get("PYMQ_ANNOTATE") == "1"
+SYMBOLS = DEBUG or os.environ.get("PYMQ_SYMBOLS") == "1"
 
 CFLAGS = ["-O3", "-Wall", "-Wno-unused-function", "-Wno-unreachable-code"]
 if NATIVE:
     CFLAGS.append("-march=native")
+if SYMBOLS:
+    CFLAGS.append("-g")
 MACROS = [("PYMQ_DEBUG", "1" if DEBUG else "0"), ("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")]
 if DEBUG:
     MACROS += [("CYTHON_TRACE_NOGIL", "1")]
@@ -30,7 +36,7 @@ def ext(name, extra_sources=()):
         include_dirs=[f"{CORE}/src"],
         define_macros=MACROS,
         extra_compile_args=CFLAGS,
-        extra_link_args=[] if DEBUG else ["-s"],
+        extra_link_args=[] if SYMBOLS else ["-s"],
         libraries=["z"],
     )
 
@@ -44,6 +50,8 @@ EXTENSIONS = [
     ext("dispatch"),
     ext("reader"),
     ext("index_file"),
+    ext("index_builder"),
+    ext("index_query"),
     ext("columns"),
 ]
 
@@ -54,7 +62,7 @@ def cythonized():
     directives = {"language_level": "3", "embedsignature": True, "freethreading_compatible": False}
     if DEBUG:
         directives.update(linetrace=True, profile=True)
-    return cythonize(EXTENSIONS, compiler_directives=directives, annotate=DEBUG, nthreads=0)
+    return cythonize(EXTENSIONS, compiler_directives=directives, annotate=ANNOTATE, nthreads=0)
 
 
 if __name__ == "__main__":

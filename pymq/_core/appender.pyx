@@ -23,8 +23,6 @@ from cpython.object cimport PyObject
 from cpython.ref cimport Py_DECREF, Py_INCREF
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
-from cpython.pythread cimport (NOWAIT_LOCK, WAIT_LOCK, PyThread_acquire_lock, PyThread_allocate_lock,
-                               PyThread_free_lock, PyThread_release_lock, PyThread_type_lock)
 from libc.stdint cimport int32_t, int64_t, uint16_t, uint32_t
 from libc.string cimport memcpy, memset
 from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
@@ -35,7 +33,7 @@ from pymq._core.clayout cimport (
     TRANSACTION_TYPE_MASK,
 )
 from pymq._core.mapped_file cimport MappedFile
-from pymq._core.message cimport Message, PropsBuf, props_add_str, props_append, props_free, props_init, props_reserve
+from pymq._core.message cimport LAZY_ALL, Message, PropsBuf, props_add_str, props_append, props_free, props_init, props_reserve
 from pymq._core.record cimport RecordFields, body_crc32, cal_msg_length, pack_host_cached, write_blank, write_record
 
 import datetime
@@ -46,6 +44,15 @@ from pymq.status import PutMessageStatus
 
 cdef extern from "Python.h":
     const char *PyUnicode_AsUTF8AndSize(object s, Py_ssize_t *size) except NULL
+
+cdef extern from "<pthread.h>" nogil:
+    ctypedef struct pthread_mutex_t:
+        pass
+    int pthread_mutex_init(pthread_mutex_t *m, const void *attr)
+    int pthread_mutex_destroy(pthread_mutex_t *m)
+    int pthread_mutex_lock(pthread_mutex_t *m)
+    int pthread_mutex_trylock(pthread_mutex_t *m)
+    int pthread_mutex_unlock(pthread_mutex_t *m)
 
 cdef object PUT_OK = PutMessageStatus.PUT_OK
 cdef object MESSAGE_ILLEGAL = PutMessageStatus.MESSAGE_ILLEGAL
@@ -112,6 +119,15 @@ cdef long long java_long(object text) except? -1:
     return int(text)
 
 
+cdef bint _has_store_set(dict props) except -1:
+    """True when ``props`` names one of the properties the put-time transforms set."""
+    cdef str k
+    for k in STORE_SET_PROPERTIES:
+        if k in props:
+            return True
+    return False
+
+
 cdef int property_delay_level(Message msg) except -1:
     """RocketMQ's ``getDelayTimeLevel``: the ``delay_level`` attribute, else the DELAY
     property (a user may set it directly, as with RocketMQ's putUserProperty)."""
@@ -162,12 +178,14 @@ def validate_topic(str topic, str mode="strict"):
 cdef class TopicQueues:
     """Next queue offset of each queue of one topic (the topicQueueTable)."""
     cdef bytes encoded
+    cdef bint store_only            # a topic only the store writes (NOT_ALLOWED_SEND_TOPICS)
     cdef int64_t *offsets
     cdef Py_ssize_t cap
     cdef dict big
 
     def __cinit__(self, bytes encoded):
         self.encoded = encoded
+        self.store_only = encoded.decode("utf-8", "replace") in NOT_ALLOWED_SEND_TOPICS
         self.offsets = NULL
         self.cap = 0
         self.big = None
@@ -319,7 +337,8 @@ cdef class CommitLogAppender:
     segment is full or there is none; it must return a writable segment starting at
     ``next_offset``.
     """
-    cdef PyThread_type_lock lock
+    cdef pthread_mutex_t lock       # the put lock (taken without the GIL when contended)
+    cdef bint lock_ready
     cdef MappedFile cur
     cdef object roll
     cdef dict topics
@@ -335,6 +354,9 @@ cdef class CommitLogAppender:
     cdef Py_ssize_t uniq_prefix_len
     cdef str uniq_prefix_str
     cdef uint16_t uniq_counter
+    cdef char uniq_tmpl[9 + 44 + 8]     # the last _uniq_template, for puts in the same ms
+    cdef Py_ssize_t uniq_tmpl_len
+    cdef uint32_t uniq_tmpl_time
     cdef int64_t month_start
     cdef int64_t next_month
     cdef readonly long long put_count
@@ -342,13 +364,13 @@ cdef class CommitLogAppender:
     cdef public long long timer_max_delay_ms
 
     def __cinit__(self):
-        self.lock = PyThread_allocate_lock()
-        if self.lock == NULL:
+        if pthread_mutex_init(&self.lock, NULL) != 0:
             raise MemoryError()
+        self.lock_ready = True
 
     def __dealloc__(self):
-        if self.lock != NULL:
-            PyThread_free_lock(self.lock)
+        if self.lock_ready:
+            pthread_mutex_destroy(&self.lock)
 
     def __init__(self, roll, Py_ssize_t file_size, str store_host, int max_message_size,
                  str topic_validation="strict"):
@@ -438,7 +460,7 @@ cdef class CommitLogAppender:
                 self.topics[topic] = tq
             tq.set(queue_id, offset)
         finally:
-            PyThread_release_lock(self.lock)
+            pthread_mutex_unlock(&self.lock)
 
     def queue_offset_table(self) -> dict:
         """``{(topic, queue_id): next queue offset}`` for every queue written."""
@@ -454,14 +476,14 @@ cdef class CommitLogAppender:
         try:
             self.topics.pop(topic, None)
         finally:
-            PyThread_release_lock(self.lock)
+            pthread_mutex_unlock(&self.lock)
 
     def clear_queue_offsets(self):
         self._acquire()
         try:
             self.topics.clear()
         finally:
-            PyThread_release_lock(self.lock)
+            pthread_mutex_unlock(&self.lock)
 
     def set_current(self, MappedFile mf):
         """Make ``mf`` (or None) the segment appends go to."""
@@ -469,7 +491,7 @@ cdef class CommitLogAppender:
         try:
             self.cur = mf
         finally:
-            PyThread_release_lock(self.lock)
+            pthread_mutex_unlock(&self.lock)
 
     @property
     def current(self):
@@ -489,7 +511,7 @@ cdef class CommitLogAppender:
         """Refuse further puts; waits for a put in progress to finish."""
         self._acquire()
         self.closed = True
-        PyThread_release_lock(self.lock)
+        pthread_mutex_unlock(&self.lock)
 
     def uniq_key_prefix(self) -> str:
         return self.uniq_prefix_str
@@ -503,9 +525,9 @@ cdef class CommitLogAppender:
         return failed(CREATE_MAPEDFILE_FAILED, f"cannot create a commit-log segment: {e}")
 
     cdef inline void _acquire(self) noexcept:
-        if not PyThread_acquire_lock(self.lock, NOWAIT_LOCK):
+        if pthread_mutex_trylock(&self.lock) != 0:
             with nogil:
-                PyThread_acquire_lock(self.lock, WAIT_LOCK)
+                pthread_mutex_lock(&self.lock)
 
     # -- preparing a record ----------------------------------------------------------------
 
@@ -544,9 +566,11 @@ cdef class CommitLogAppender:
 
     cdef inline int _add_uniq(self, PropsBuf *props, int64_t now, PutMessageResult r) except -1:
         """Append ``UNIQ_KEY`` = prefix + hex(ms since the month began, counter)."""
-        cdef char template[9 + 44 + 8]
         cdef uint32_t t = self._uniq_time(now)
-        self._append_uniq(props, template, self._uniq_template(template, t))
+        if self.uniq_tmpl_len == 0 or t != self.uniq_tmpl_time:
+            self.uniq_tmpl_len = self._uniq_template(self.uniq_tmpl, t)
+            self.uniq_tmpl_time = t
+        self._append_uniq(props, self.uniq_tmpl, self.uniq_tmpl_len)
         if r is not None:
             r._uniq = self.uniq_prefix_str
             r._uniq_time = t
@@ -637,6 +661,8 @@ cdef class CommitLogAppender:
         cdef int queue_id
         cdef int level
 
+        if msg._lazy:
+            msg._load(LAZY_ALL)     # a MessageExt put again: everything decoded first
         if not self._writeable or self.closed:
             return failed(SERVICE_NOT_AVAILABLE, self._unwriteable_reason)
         tq = self._topic(msg._topic)
@@ -644,7 +670,7 @@ cdef class CommitLogAppender:
             return failed(MESSAGE_ILLEGAL, validate_topic(msg._topic, "strict" if self.strict_topics else "utf8"))
         if msg.queue_id < 0:
             return failed(MESSAGE_ILLEGAL, "queue_id must be >= 0")
-        if not internal and msg._topic in NOT_ALLOWED_SEND_TOPICS:
+        if tq.store_only and not internal:
             return failed(MESSAGE_ILLEGAL, f"{msg._topic} is written by the store only")
         r = PutMessageResult.__new__(PutMessageResult)
         now = now_ms()
@@ -660,7 +686,7 @@ cdef class CommitLogAppender:
                 level = property_delay_level(msg)
                 if level > 0:
                     level = min(level, self.max_delay_level)
-                    if msg._properties and any(k in msg._properties for k in STORE_SET_PROPERTIES):
+                    if msg._properties and _has_store_set(msg._properties):
                         props.length = props.start      # rewrite without the store's own names
                         msg.write_properties_except(&props, STORE_SET_PROPERTIES)
                     props_add_str(&props, "REAL_TOPIC", msg._topic)
@@ -677,7 +703,7 @@ cdef class CommitLogAppender:
                         if deliver - now > self.timer_max_delay_ms:
                             return failed(WHEEL_TIMER_MSG_ILLEGAL,
                                           f"timer delay above {self.timer_max_delay_ms // 1000} s")
-                        if msg._properties and any(k in msg._properties for k in STORE_SET_PROPERTIES):
+                        if msg._properties and _has_store_set(msg._properties):
                             props.length = props.start
                             msg.write_properties_except(&props, STORE_SET_PROPERTIES)
                         if msg.deliver_time_ms is not None and not (msg._properties and "TIMER_DELIVER_MS" in msg._properties):
@@ -755,7 +781,7 @@ cdef class CommitLogAppender:
                     tq.set(queue_id, f.queue_offset + 1)
                 self.put_count += 1
             finally:
-                PyThread_release_lock(self.lock)
+                pthread_mutex_unlock(&self.lock)
         finally:
             props_free(&props)
         r._status = PUT_OK
@@ -798,6 +824,8 @@ cdef class CommitLogAppender:
         first = <Message>msgs[0]
         for i in range(n):
             m = <Message>msgs[i]
+            if m._lazy:
+                m._load(LAZY_ALL)
             if m._topic != first._topic or m.queue_id != first.queue_id:
                 return failed(MESSAGE_ILLEGAL, "a batch holds messages of one topic and queue")
             if m.queue_id < 0:
@@ -809,7 +837,7 @@ cdef class CommitLogAppender:
         tq = self._topic(first._topic)
         if tq is None:
             return failed(MESSAGE_ILLEGAL, validate_topic(first._topic, "strict" if self.strict_topics else "utf8"))
-        if first._topic in NOT_ALLOWED_SEND_TOPICS:
+        if tq.store_only:
             return failed(MESSAGE_ILLEGAL, f"{first._topic} is written by the store only")
         topic_b = tq.encoded
         if PyBytes_GET_SIZE(self.store_host) == 20:
@@ -831,7 +859,7 @@ cdef class CommitLogAppender:
                 m = <Message>msgs[i]
                 prop_start[i] = props.length
                 props.start = props.length
-                if m._properties is None and m._tags is None and m._keys is None and m._props_raw is None:
+                if m._properties is None and m._tags is None and m._keys is None:
                     self._append_uniq(&props, uniq_template, uniq_len)     # the common, bare message
                 else:
                     m.write_properties(&props)
@@ -912,7 +940,7 @@ cdef class CommitLogAppender:
                 tq.set(first.queue_id, qbase + n)
                 self.put_count += n
             finally:
-                PyThread_release_lock(self.lock)
+                pthread_mutex_unlock(&self.lock)
             r._offsets = offsets      # owned by the result from here on
             offsets = NULL
         finally:

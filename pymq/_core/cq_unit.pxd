@@ -14,6 +14,8 @@ cdef class CqAppender:
 
     cdef int put_fast(self, int64_t offset, int32_t size, int64_t tags_code, int64_t cq_offset,
                       int64_t store_timestamp) except -1
+    cdef int put_nogil(self, int64_t offset, int32_t size, int64_t tags_code, int64_t cq_offset,
+                       int64_t store_timestamp) noexcept nogil
 
 
 cdef int64_t pickup_store_timestamp(list files, long long file_size, int64_t offset, int32_t size) noexcept

@@ -27,3 +27,7 @@ cdef Py_ssize_t parse_request(const char *rec, Py_ssize_t avail, int64_t phys, D
 cdef class DispatchSink:
     """A consumer of dispatch requests besides the consume queues (the index)."""
     cdef int accept(self, const char *base, int64_t file_from, DispatchRequest *reqs, Py_ssize_t n) except -1
+    cdef int fast_begin(self) except -1
+    cdef Py_ssize_t accept_fast(self, const char *base, int64_t file_from, DispatchRequest *reqs,
+                                Py_ssize_t n) noexcept nogil
+    cdef void fast_end(self) noexcept

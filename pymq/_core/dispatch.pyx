@@ -2,16 +2,23 @@
 """Dispatch: turn commit-log records into consume-queue entries (RocketMQ's reput path).
 
 ``dispatch_segment`` walks the records of one commit-log segment from a position up to its
-readable end in two phases per chunk of records:
+readable end, in chunks of records, each in two steps:
 
-1. without the GIL, ``parse_request`` validates each record (magic, sizes, field lengths:
+1. ``parse_request`` validates each record (magic, sizes, field lengths:
    ``checkMessageAndReturnSize`` without the CRC) and fills a ``DispatchRequest``: offsets,
    queue, store time, sysflag, and where TAGS, KEYS and UNIQ_KEY sit in the properties. The
    tagsCode is Java's hashCode of TAGS, or in SCHEDULE_TOPIC_XXXX the time a delayed
    message is due (store time + the level's delay);
-2. with the GIL but no Python call in the common case, ``CqRouter`` hands each request of
-   a normal or committed transaction type to its queue's ``CqAppender`` (prepared and
-   rolled-back records get no entry), and passes the chunk to the index builder if any.
+2. ``CqRouter`` hands each request of a normal or committed transaction type to its
+   queue's ``CqAppender`` (prepared and rolled-back records get no entry), then the index
+   builder, if any, takes the chunk.
+
+Both steps run without the GIL, chunk after chunk, for as long as nothing needs Python:
+the writer's thread keeps the interpreter while the dispatcher works beside it. Queues
+are found in a table of routes (topic bytes, queue id -> appender) kept by the router.
+Only a queue not in the table yet, a consume-queue or index file to roll, or a gap take
+the GIL, and only for the rest of the chunk at hand (``CqRouter.apply`` and
+``DispatchSink.accept``, the same steps with Python calls allowed).
 
 A segment ends at an end-of-file blank (the caller rolls to the next segment) or at the
 readable end. A record that fails validation stops the walk there and is reported; what to
@@ -19,9 +26,10 @@ do next is the caller's policy.
 """
 
 from cpython.unicode cimport PyUnicode_DecodeUTF8
-from cpython.mem cimport PyMem_Free, PyMem_Malloc
-from libc.stdint cimport int32_t, int64_t
-from libc.string cimport memcmp, memcpy
+from cpython.mem cimport PyMem_Calloc, PyMem_Free, PyMem_Malloc
+from cpython.object cimport PyObject
+from libc.stdint cimport int32_t, int64_t, uint32_t
+from libc.string cimport memcmp, memcpy, memset
 
 from pymq._core.clayout cimport TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE, TRANSACTION_TYPE_MASK
 from pymq._core.cq_unit cimport CqAppender
@@ -39,6 +47,8 @@ cdef const char *TIMER_TOPIC_C = b"rmq_sys_wheel_timer"
 cdef enum:
     CHUNK = 1024
     MAX_DELAY_LEVELS = 64
+    ROUTE_SLOTS = 512           # open addressing; cleared when half full
+    MAX_ARRIVED = 256           # queues touched per GIL-free stretch before it stops
 
 
 cdef inline bint _name_is(const char *p, Py_ssize_t n, const char *name, Py_ssize_t m) noexcept nogil:
@@ -124,28 +134,58 @@ cdef class DispatchSink:
 
     ``base`` is the start of the commit-log segment at offset ``file_from``; request ``i``
     describes the record at ``base + reqs[i].commitlog_offset - file_from``.
+
+    ``accept_fast`` is the same without the GIL: it handles requests from the first on
+    and returns how many it handled; the dispatcher passes the rest to ``accept``.
+    ``fast_begin`` / ``fast_end`` (with the GIL) bracket a GIL-free stretch, e.g. to pin
+    the files ``accept_fast`` writes to.
     """
 
     cdef int accept(self, const char *base, int64_t file_from, DispatchRequest *reqs, Py_ssize_t n) except -1:
         return 0
+
+    cdef int fast_begin(self) except -1:
+        return 0
+
+    cdef Py_ssize_t accept_fast(self, const char *base, int64_t file_from, DispatchRequest *reqs,
+                                Py_ssize_t n) noexcept nogil:
+        return n
+
+    cdef void fast_end(self) noexcept:
+        pass
+
+
+cdef struct Route:
+    PyObject *app               # borrowed: CqRouter.queues holds the appender and the key
+    PyObject *key               # the (topic, queue_id) tuple
+    int32_t queue_id
+    int32_t topic_len
+    char topic[128]
+
+
+cdef inline uint32_t _route_hash(const char *topic, Py_ssize_t n, int32_t qid) noexcept nogil:
+    cdef uint32_t h = 2166136261u
+    cdef Py_ssize_t i
+    for i in range(n):
+        h = (h ^ <unsigned char>topic[i]) * 16777619u
+    return (h ^ <uint32_t>qid) * 2654435761u
 
 
 cdef class CqRouter:
     """Routes dispatch requests to consume-queue appenders.
 
     ``resolve(topic, queue_id) -> CqAppender`` finds or creates the queue (Python, once per
-    queue). The last queue used is remembered by its raw topic bytes, so a run of records
-    for one queue costs no dictionary lookup. ``arrived`` collects, per (topic, queue_id)
-    touched, the queue offset after the last entry dispatched; the reput service takes it
-    to wake long-polling readers.
+    queue). Known queues sit in a table of routes keyed by raw topic bytes and queue id,
+    read without the GIL; the last route used is checked first, so a run of records for
+    one queue costs one compare. ``arrived`` collects, per (topic, queue_id) touched, the
+    queue offset after the last entry dispatched; the reput service takes it to wake
+    long-polling readers.
     """
     cdef object resolve
-    cdef dict queues
-    cdef CqAppender last
-    cdef char last_topic[128]
-    cdef int last_topic_len
-    cdef int32_t last_qid
-    cdef object last_key
+    cdef dict queues                # (topic, queue_id) -> ((topic, queue_id), CqAppender)
+    cdef Route *routes
+    cdef Py_ssize_t route_count
+    cdef Route *last
     cdef int64_t delay_ms[64]
     cdef int max_delay_level
     cdef public dict arrived
@@ -153,15 +193,29 @@ cdef class CqRouter:
     cdef readonly long long dispatched
     cdef readonly long long skipped_transactions
     cdef public long long last_store_timestamp      # of the newest record dispatched
+    # queues touched in a GIL-free stretch: route key and next queue offset, folded into
+    # ``arrived`` when the stretch ends
+    cdef PyObject *arrived_keys[MAX_ARRIVED]
+    cdef int64_t arrived_next[MAX_ARRIVED]
+    cdef Py_ssize_t arrived_count
+
+    def __cinit__(self):
+        self.routes = <Route *>PyMem_Calloc(ROUTE_SLOTS, sizeof(Route))
+        if self.routes == NULL:
+            raise MemoryError()
+
+    def __dealloc__(self):
+        PyMem_Free(self.routes)
 
     def __init__(self, resolve, delay_levels_ms=()):
         """``delay_levels_ms[i]`` is the delay of level ``i + 1`` in ms."""
         cdef int i
         self.resolve = resolve
         self.queues = {}
-        self.last = None
-        self.last_topic_len = -1
+        self.route_count = 0
+        self.last = NULL
         self.arrived = {}
+        self.arrived_count = 0
         self.index_builder = None
         for i in range(MAX_DELAY_LEVELS):
             self.delay_ms[i] = 0
@@ -171,34 +225,71 @@ cdef class CqRouter:
         self.max_delay_level = len(levels)
 
     def forget(self):
-        """Drop cached queues (after queues were truncated or deleted)."""
+        """Drop cached queues (after queues were truncated or deleted). The caller holds
+        the dispatcher still (the reput service's lock)."""
+        self._clear_routes()
         self.queues.clear()
-        self.last = None
-        self.last_topic_len = -1
 
-    cdef CqAppender _route(self, const char *rec, DispatchRequest *r):
+    cdef void _clear_routes(self) noexcept:
+        memset(self.routes, 0, ROUTE_SLOTS * sizeof(Route))
+        self.route_count = 0
+        self.last = NULL
+
+    cdef Route *_find(self, const char *topic, int32_t topic_len, int32_t qid) noexcept nogil:
+        """The route of (topic bytes, queue id), or NULL when it is not in the table."""
+        cdef Route *r = self.last
+        cdef uint32_t i
+        cdef Py_ssize_t probes
+        if (r != NULL and r.topic_len == topic_len and r.queue_id == qid
+                and memcmp(topic, r.topic, topic_len) == 0):
+            return r
+        i = _route_hash(topic, topic_len, qid) & (ROUTE_SLOTS - 1)
+        for probes in range(ROUTE_SLOTS):
+            r = &self.routes[i]
+            if r.app == NULL:
+                return NULL
+            if r.topic_len == topic_len and r.queue_id == qid and memcmp(topic, r.topic, topic_len) == 0:
+                self.last = r
+                return r
+            i = (i + 1) & (ROUTE_SLOTS - 1)
+        return NULL
+
+    cdef Route *_route(self, const char *rec, DispatchRequest *r) except NULL:
+        """The route of a request's queue, resolving (Python) a queue met for the first time."""
         cdef const char *topic = rec + r.topic_pos
-        if (self.last is not None and r.topic_len == self.last_topic_len and r.queue_id == self.last_qid
-                and memcmp(topic, self.last_topic, r.topic_len) == 0):
-            return self.last
+        cdef Route *route = self._find(topic, r.topic_len, r.queue_id)
+        cdef uint32_t i
+        if route != NULL:
+            return route
         name = PyUnicode_DecodeUTF8(topic, r.topic_len, "replace")
-        key = (name, r.queue_id)
-        app = self.queues.get(key)
-        if app is None:
-            app = self.resolve(name, r.queue_id)
-            self.queues[key] = app
-        self.last = <CqAppender?>app
-        memcpy(self.last_topic, topic, r.topic_len)
-        self.last_topic_len = r.topic_len
-        self.last_qid = r.queue_id
-        self.last_key = key
-        return self.last
+        entry = self.queues.get((name, r.queue_id))
+        if entry is None:
+            key = (name, r.queue_id)
+            entry = (key, <CqAppender?>self.resolve(name, r.queue_id))
+            self.queues[key] = entry       # holds the key and the appender the route points to
+        key, app = entry
+        if self.route_count >= ROUTE_SLOTS // 2:
+            self._clear_routes()
+        i = _route_hash(topic, r.topic_len, r.queue_id) & (ROUTE_SLOTS - 1)
+        while self.routes[i].app != NULL:
+            i = (i + 1) & (ROUTE_SLOTS - 1)
+        route = &self.routes[i]
+        route.app = <PyObject *>app
+        route.key = <PyObject *>key
+        route.queue_id = r.queue_id
+        route.topic_len = r.topic_len
+        memcpy(route.topic, topic, r.topic_len)
+        self.route_count += 1
+        self.last = route
+        return route
 
     cdef int apply(self, const char *base, int64_t file_from, DispatchRequest *reqs, Py_ssize_t n) except -1:
+        """Every request of ``reqs[:n]`` into its queue, Python calls allowed."""
         cdef Py_ssize_t i
         cdef DispatchRequest *r
-        cdef CqAppender app, prev = None
-        cdef object prev_key = None
+        cdef Route *route
+        cdef CqAppender app
+        cdef PyObject *prev = NULL
         cdef int64_t prev_next = 0
         cdef int tx
         for i in range(n):
@@ -207,19 +298,60 @@ cdef class CqRouter:
             if tx == TRANSACTION_PREPARED_TYPE or tx == TRANSACTION_ROLLBACK_TYPE:
                 self.skipped_transactions += 1
                 continue
-            app = self._route(base + (r.commitlog_offset - file_from), r)
+            route = self._route(base + (r.commitlog_offset - file_from), r)
+            app = <CqAppender>route.app
             app.put_fast(r.commitlog_offset, r.msg_size, r.tags_code, r.queue_offset, r.store_timestamp)
-            if app is not prev:
-                if prev is not None:
-                    self.arrived[prev_key] = prev_next
-                prev = app
-                prev_key = self.last_key
+            if route.key != prev:
+                if prev != NULL:
+                    self.arrived[<object>prev] = prev_next
+                prev = route.key
             prev_next = r.queue_offset + 1
-        if prev is not None:
-            self.arrived[prev_key] = prev_next
+        if prev != NULL:
+            self.arrived[<object>prev] = prev_next
         if n:
             self.last_store_timestamp = reqs[n - 1].store_timestamp
         self.dispatched += n
+        return 0
+
+    cdef Py_ssize_t apply_fast(self, const char *base, int64_t file_from, DispatchRequest *reqs,
+                               Py_ssize_t n) noexcept nogil:
+        """``apply`` without the GIL: requests from the first on, up to the first that needs
+        Python (an unknown queue, a file to roll); returns how many were handled."""
+        cdef Py_ssize_t i
+        cdef DispatchRequest *r
+        cdef Route *route
+        cdef int tx
+        for i in range(n):
+            r = &reqs[i]
+            tx = r.sys_flag & TRANSACTION_TYPE_MASK
+            if tx == TRANSACTION_PREPARED_TYPE or tx == TRANSACTION_ROLLBACK_TYPE:
+                self.skipped_transactions += 1
+                self.dispatched += 1
+                continue
+            route = self._find(base + (r.commitlog_offset - file_from) + r.topic_pos, r.topic_len, r.queue_id)
+            if route == NULL:
+                return i
+            if self.arrived_count == 0 or self.arrived_keys[self.arrived_count - 1] != route.key:
+                if self.arrived_count >= MAX_ARRIVED:
+                    return i
+                self.arrived_keys[self.arrived_count] = route.key
+                self.arrived_next[self.arrived_count] = 0
+                self.arrived_count += 1
+            if not (<CqAppender>route.app).put_nogil(r.commitlog_offset, r.msg_size, r.tags_code, r.queue_offset,
+                                                     r.store_timestamp):
+                return i
+            self.arrived_next[self.arrived_count - 1] = r.queue_offset + 1
+            self.last_store_timestamp = r.store_timestamp
+            self.dispatched += 1
+        return n
+
+    cdef int fold_arrived(self) except -1:
+        """Fold the queues a GIL-free stretch touched into ``arrived`` (with the GIL)."""
+        cdef Py_ssize_t i
+        for i in range(self.arrived_count):
+            if self.arrived_next[i] > 0:
+                self.arrived[<object>self.arrived_keys[i]] = self.arrived_next[i]
+        self.arrived_count = 0
         return 0
 
 
@@ -232,10 +364,12 @@ def dispatch_segment(MappedFile seg, Py_ssize_t pos, Py_ssize_t end, CqRouter ro
     at ``position`` are not a whole record).
     """
     cdef DispatchRequest *reqs = <DispatchRequest *>PyMem_Malloc(CHUNK * sizeof(DispatchRequest))
-    cdef Py_ssize_t n, size = 1, count = 0, chunk_start
+    cdef Py_ssize_t n = 0, size = 1, count = 0, done_cq = 0, done_index = 0
     cdef const char *base
     cdef int64_t file_from = seg.file_from_offset
     cdef str state = "end"
+    cdef DispatchSink sink = router.index_builder
+    cdef bint has_sink = sink is not None, pending
     if reqs == NULL:
         raise MemoryError()
     if pos < 0 or end > seg.file_size or pos > end:
@@ -245,26 +379,52 @@ def dispatch_segment(MappedFile seg, Py_ssize_t pos, Py_ssize_t end, CqRouter ro
     try:
         base = seg.base
         while pos < end and count < max_records:
-            chunk_start = pos
+            pending = False
             n = 0
-            with nogil:
-                while n < CHUNK and pos < end and count + n < max_records:
-                    size = parse_request(base + pos, end - pos, file_from + pos, &reqs[n],
-                                         router.delay_ms, router.max_delay_level)
-                    if size <= 0:
-                        break
-                    pos += size
-                    n += 1
-            if n:
-                router.apply(base, file_from, reqs, n)
-                if router.index_builder is not None:
-                    router.index_builder.accept(base, file_from, reqs, n)
+            if has_sink:
+                sink.fast_begin()
+            try:
+                with nogil:
+                    while pos < end and count < max_records:
+                        n = 0
+                        while n < CHUNK and pos < end and count + n < max_records:
+                            size = parse_request(base + pos, end - pos, file_from + pos, &reqs[n],
+                                                 router.delay_ms, router.max_delay_level)
+                            if size <= 0:
+                                break
+                            pos += size
+                            n += 1
+                        if n == 0:
+                            break
+                        done_cq = router.apply_fast(base, file_from, reqs, n)
+                        done_index = 0
+                        if done_cq == n and has_sink:
+                            done_index = sink.accept_fast(base, file_from, reqs, n)
+                        if done_cq < n or (has_sink and done_index < n):
+                            pending = True
+                            break
+                        count += n
+                        if size <= 0:
+                            break
+            finally:
+                if has_sink:
+                    sink.fast_end()
+                router.fold_arrived()
+            if pending:
+                # the rest of this chunk needs Python: a new queue, a file to roll
+                if done_cq < n:
+                    router.apply(base, file_from, reqs + done_cq, n - done_cq)
+                    done_index = 0
+                if has_sink:
+                    sink.accept(base, file_from, reqs + done_index, n - done_index)
                 count += n
             if size == 0:
                 state = "blank"
                 break
             if size < 0 and pos < end:
                 state = "corrupt"
+                break
+            if n == 0:
                 break
     finally:
         seg.unpin()

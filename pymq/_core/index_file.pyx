@@ -29,39 +29,20 @@ store uses: it reads each candidate's record from the commit log and keeps it on
 the topic, the real key (a KEYS word or the UNIQ_KEY) and the real store time match, so
 collisions never leak and RocketMQ's whole-second ``timeDiff`` cannot drop a message that
 is inside the range.
+
+The dispatcher's index step (``index_builder``) and ``query_message`` (``index_query``)
+live in their own modules; the hashing and linking steps they share are inline functions
+of ``index_file.pxd``. An entry is linked in the order a lock-free reader needs: entry,
+release fence, slot, then the header.
 """
 
 cimport cython
-from libc.stdint cimport int32_t, int64_t, uint32_t
 from libc.string cimport memcmp
 
-from pymq._core.clayout cimport TRANSACTION_ROLLBACK_TYPE, TRANSACTION_TYPE_MASK
-from pymq._core.dispatch cimport DispatchRequest, DispatchSink
-from pymq._core.hton cimport pymq_get_i32, pymq_get_i64, pymq_put_i32, pymq_put_i64
-from pymq._core.mapped_file cimport MappedFile, segment_for
-from pymq._core.message cimport MessageExt
-from pymq._core.record cimport RecordLayout, decode_at, next_property, record_layout
-
-cdef extern from "pymq_javahash.h" nogil:
-    uint32_t pymq_java_hash_utf8_from(uint32_t h, const char *buf, size_t n)
-
-cdef enum:
-    HEADER_SIZE = 40
-    SLOT_SIZE = 4
-    ENTRY_SIZE = 20
+from pymq._core.mapped_file cimport segment_for
+from pymq._core.record cimport next_property, record_layout
 
 INDEX_HEADER_SIZE = HEADER_SIZE
-
-
-cdef inline int32_t index_hash(const char *topic, Py_ssize_t topic_len, const char *key, Py_ssize_t key_len) noexcept:
-    """``indexKeyHashMethod(topic + "#" + key)``."""
-    cdef uint32_t h = pymq_java_hash_utf8_from(0, topic, topic_len)
-    cdef int32_t v
-    h = 31u * h + 35u                       # '#'
-    v = <int32_t>pymq_java_hash_utf8_from(h, key, key_len)
-    if v == -2147483648:
-        return 0
-    return -v if v < 0 else v
 
 
 def index_file_size(int hash_slot_num, int index_num) -> int:
@@ -69,25 +50,29 @@ def index_file_size(int hash_slot_num, int index_num) -> int:
     return HEADER_SIZE + hash_slot_num * SLOT_SIZE + index_num * ENTRY_SIZE
 
 
-cdef bint _record_has_key(const char *rec, Py_ssize_t avail, const char *topic, Py_ssize_t topic_len,
-                          const char *key, Py_ssize_t key_len, long long begin, long long end):
-    """The record's topic is ``topic``, its store time is in [begin, end] and ``key`` is
-    its UNIQ_KEY or one of the space-separated words of its KEYS."""
+cdef Py_ssize_t _record_has_key(const char *rec, Py_ssize_t avail, const char *topic, Py_ssize_t topic_len,
+                                const char *key, Py_ssize_t key_len, long long begin, long long end,
+                                RecordLayout *out) noexcept:
+    """The record's size when its topic is ``topic``, its store time is in [begin, end]
+    and ``key`` is its UNIQ_KEY or one of the space-separated words of its KEYS (its
+    checked layout in ``out``); 0 otherwise."""
     cdef RecordLayout lay
-    cdef Py_ssize_t s, e, k, stop, w, we
-    if record_layout(rec, avail, &lay) <= 0:
-        return False
+    cdef Py_ssize_t s, e, k, stop, w, we, total
+    total = record_layout(rec, avail, &lay)
+    if total <= 0:
+        return 0
+    out[0] = lay
     if lay.topic_len != topic_len or memcmp(rec + lay.topic_pos, topic, topic_len) != 0:
-        return False
+        return 0
     if lay.store_timestamp < begin or lay.store_timestamp > end:
-        return False
+        return 0
     s = lay.props_pos
     stop = s + lay.props_len
     while s < stop:
         if next_property(rec, s, stop, &k, &e):
             if k - s == 8 and memcmp(rec + s, b"UNIQ_KEY", 8) == 0:
                 if e - k - 1 == key_len and memcmp(rec + k + 1, key, key_len) == 0:
-                    return True
+                    return total
             elif k - s == 4 and memcmp(rec + s, b"KEYS", 4) == 0:
                 w = k + 1
                 while w < e:
@@ -95,10 +80,10 @@ cdef bint _record_has_key(const char *rec, Py_ssize_t avail, const char *topic, 
                     while we < e and rec[we] != 32:
                         we += 1
                     if we - w == key_len and memcmp(rec + w, key, key_len) == 0:
-                        return True
+                        return total
                     w = we + 1
         s = e + 1
-    return False
+    return 0
 
 
 @cython.final
@@ -108,11 +93,6 @@ cdef class IndexFile:
     For a new file, ``end_phy_offset`` / ``end_timestamp`` seed the header from the
     previous file (as RocketMQ's ``getAndCreateLastIndexFile`` does).
     """
-    cdef readonly MappedFile mapped_file
-    cdef readonly int hash_slot_num
-    cdef readonly int index_num
-    cdef Py_ssize_t entries_pos
-
     def __init__(self, MappedFile mapped_file, int hash_slot_num, int index_num,
                  long long end_phy_offset=0, long long end_timestamp=0):
         if hash_slot_num < 1 or index_num < 2:
@@ -134,14 +114,14 @@ cdef class IndexFile:
             self._put64(0, end_timestamp)
             self._put64(8, end_timestamp)
 
-    cdef inline char *_base(self) except NULL:
+    cdef char *_base(self) except NULL:
         self.mapped_file._check_open()
         return self.mapped_file.base
 
-    cdef inline void _put64(self, Py_ssize_t pos, int64_t v) except *:
+    cdef void _put64(self, Py_ssize_t pos, int64_t v) except *:
         pymq_put_i64(self._base() + pos, v)
 
-    cdef inline int64_t end_phy(self) except? -1:
+    cdef int64_t end_phy(self) except? -1:
         return pymq_get_i64(self._base() + 24)
 
     # -- header ------------------------------------------------------------------------------
@@ -186,40 +166,14 @@ cdef class IndexFile:
         """Add an entry; 1 when added, 0 when the file is full."""
         cdef char *base = self._base()
         cdef int32_t count = pymq_get_i32(base + 36)
-        cdef int32_t slot_value
-        cdef Py_ssize_t slot_pos, entry_pos
-        cdef int64_t begin_ts, diff
         if not self.mapped_file.writable:
             raise ValueError("the index file is mapped read-only")
         if count <= 0:
             count = 1
         if count >= self.index_num:
             return 0
-        slot_pos = HEADER_SIZE + <Py_ssize_t>(key_hash % self.hash_slot_num) * SLOT_SIZE
-        slot_value = pymq_get_i32(base + slot_pos)
-        if slot_value <= 0 or slot_value > count:
-            slot_value = 0
-        begin_ts = pymq_get_i64(base)
-        diff = store_ts - begin_ts
-        diff = diff // 1000 if diff >= 0 else -((-diff) // 1000)     # Java's truncating division
-        if begin_ts <= 0 or diff < 0:
-            diff = 0
-        elif diff > 2147483647:
-            diff = 2147483647
-        entry_pos = self.entries_pos + <Py_ssize_t>count * ENTRY_SIZE
-        pymq_put_i32(base + entry_pos, key_hash)
-        pymq_put_i64(base + entry_pos + 4, phy)
-        pymq_put_i32(base + entry_pos + 12, <int32_t>diff)
-        pymq_put_i32(base + entry_pos + 16, slot_value)
-        pymq_put_i32(base + slot_pos, count)
-        if count <= 1:
-            pymq_put_i64(base + 16, phy)
-            pymq_put_i64(base, store_ts)
-        if slot_value == 0:
-            pymq_put_i32(base + 32, pymq_get_i32(base + 32) + 1)
-        pymq_put_i32(base + 36, count + 1)
-        pymq_put_i64(base + 24, phy)
-        pymq_put_i64(base + 8, store_ts)
+        _put_header(base, count + 1, _link_entry(base, self.entries_pos, self.hash_slot_num, count, key_hash,
+                                                 phy, store_ts), phy, store_ts)
         return 1
 
     def put_key(self, key, long long phy_offset, long long store_timestamp) -> bool:
@@ -235,19 +189,25 @@ cdef class IndexFile:
     # -- reading -----------------------------------------------------------------------------
 
     cdef Py_ssize_t _walk(self, int32_t key_hash, Py_ssize_t max_num, long long begin, long long end,
-                          int64_t *out, Py_ssize_t n, bint verify, list files, long long file_size,
-                          const char *topic, Py_ssize_t topic_len, const char *key, Py_ssize_t key_len) except -1:
+                          int64_t *out, RecordLayout *lays, Py_ssize_t *sizes, Py_ssize_t n, bint verify,
+                          list files, long long file_size, const char *topic, Py_ssize_t topic_len,
+                          const char *key, Py_ssize_t key_len) except -1:
         """Walk the chain of ``key_hash`` newest first, appending matches to ``out[n:]``
-        (``max_num`` at most in all); returns the new count."""
+        (``max_num`` at most in all); returns the new count. A verified walk also keeps
+        each match's record layout and size in ``lays`` / ``sizes``."""
         cdef char *base = self._base()
-        # entry numbers are 1 .. indexCount-1 (RocketMQ also accepts a link equal to
-        # indexCount); never beyond the file, whatever a damaged header says
-        cdef int32_t count = min(self.index_count, self.index_num - 1)
-        cdef int32_t slot_value, nxt, prev, diff, h
+        cdef int32_t count, slot_value, nxt, prev, diff, h
         cdef int64_t phy, time_read, begin_ts = pymq_get_i64(base)
-        cdef Py_ssize_t pos, steps = 0, j, rel
+        cdef Py_ssize_t pos, steps = 0, j, rel, size
         cdef MappedFile seg
         cdef bint matched
+        # entry numbers are 1 .. indexCount-1 (RocketMQ also accepts a link equal to
+        # indexCount); never beyond the file, whatever a damaged header says
+        count = pymq_get_i32(base + 36)
+        if count <= 0:
+            count = 1                       # a fresh file (see index_count)
+        if count > self.index_num - 1:
+            count = self.index_num - 1
         slot_value = pymq_get_i32(base + HEADER_SIZE + <Py_ssize_t>(key_hash % self.hash_slot_num) * SLOT_SIZE)
         if slot_value <= 0 or slot_value > count or count <= 1:
             return n
@@ -270,8 +230,10 @@ cdef class IndexFile:
                     seg = segment_for(files, phy, file_size)
                     if seg is not None and seg.base != NULL and phy - seg.file_from_offset < seg.wrote:
                         rel = <Py_ssize_t>(phy - seg.file_from_offset)
-                        matched = _record_has_key(seg.base + rel, seg.wrote - rel, topic, topic_len,
-                                                  key, key_len, begin, end)
+                        size = _record_has_key(seg.base + rel, seg.wrote - rel, topic, topic_len,
+                                               key, key_len, begin, end, &lays[n])
+                        matched = size > 0
+                        sizes[n] = size
                         for j in range(n):
                             if out[j] == phy:
                                 matched = False
@@ -295,7 +257,7 @@ cdef class IndexFile:
         cdef int64_t found[64]
         cdef Py_ssize_t n
         h = 0 if h == -2147483648 else (-h if h < 0 else h)
-        n = self._walk(h, min(max_num, 64), begin, end, found, 0, False, None, 0, NULL, 0, NULL, 0)
+        n = self._walk(h, min(max_num, 64), begin, end, found, NULL, NULL, 0, False, None, 0, NULL, 0, NULL, 0)
         return [found[i] for i in range(n)]
 
     def query(self, str topic, str key, int max_num, long long begin, long long end,
@@ -305,8 +267,10 @@ cdef class IndexFile:
         checked against its record."""
         cdef bytes t = topic.encode("utf-8"), k = key.encode("utf-8")
         cdef int64_t found[64]
+        cdef RecordLayout lays[64]
+        cdef Py_ssize_t sizes[64]
         cdef Py_ssize_t n = self._walk(index_hash(t, len(t), k, len(k)), min(max_num, 64), begin, end,
-                                       found, 0, True, commitlog_files, commitlog_file_size,
+                                       found, lays, sizes, 0, True, commitlog_files, commitlog_file_size,
                                        t, len(t), k, len(k))
         return [found[i] for i in range(n)]
 
@@ -315,155 +279,3 @@ cdef class IndexFile:
         self.mapped_file.set_positions(self.mapped_file.file_size)
         self.mapped_file.flushed_position = 0
         self.mapped_file.flush(0)
-
-
-cdef class IndexBuilder(DispatchSink):
-    """Builds the index from dispatched records (``CommitLogDispatcherBuildIndex``).
-
-    Every record but rolled-back transactions is indexed under ``topic#UNIQ_KEY`` and
-    ``topic#word`` for each space-separated word of KEYS, unless it is older than the
-    current file's end offset (already indexed). ``roll()`` (Python) returns the file to
-    continue in when the current one is full, or None when there is no room for one: the
-    builder then disables itself and keeps in ``paused_at`` the offset of the first record
-    it could not index.
-    """
-    cdef IndexFile current
-    cdef object roll
-    cdef public bint enabled
-    cdef readonly long long indexed
-    cdef public long long paused_at
-
-    def __init__(self, IndexFile current, roll):
-        self.current = current
-        self.roll = roll
-        self.enabled = True
-        self.paused_at = -1
-
-    def set_current(self, IndexFile f):
-        self.current = f
-
-    cdef int _put(self, int32_t h, int64_t phy, int64_t ts) except -1:
-        cdef object nxt
-        if self.current is None or self.current.put_hashed(h, phy, ts) == 0:
-            nxt = self.roll()
-            if nxt is None:
-                # no room on the disk for a new index file: indexing pauses at this record
-                # (the index service resumes it, from here, when space returns)
-                self.enabled = False
-                self.paused_at = phy
-                return 0
-            self.current = <IndexFile?>nxt
-            if self.current.put_hashed(h, phy, ts) == 0:
-                raise RuntimeError("a new index file is already full")
-        self.indexed += 1
-        return 0
-
-    cdef int accept(self, const char *base, int64_t file_from, DispatchRequest *reqs, Py_ssize_t n) except -1:
-        cdef Py_ssize_t i, w, we, end
-        cdef DispatchRequest *r
-        cdef const char *rec
-        cdef const char *topic
-        for i in range(n):
-            if not self.enabled:
-                return 0
-            r = &reqs[i]
-            if (r.sys_flag & TRANSACTION_TYPE_MASK) == TRANSACTION_ROLLBACK_TYPE:
-                continue
-            if self.current is not None and r.commitlog_offset < self.current.end_phy():
-                continue
-            rec = base + (r.commitlog_offset - file_from)
-            topic = rec + r.topic_pos
-            if r.uniq_pos >= 0:
-                self._put(index_hash(topic, r.topic_len, rec + r.uniq_pos, r.uniq_len),
-                          r.commitlog_offset, r.store_timestamp)
-            if r.keys_pos >= 0:
-                w = r.keys_pos
-                end = r.keys_pos + r.keys_len
-                while w < end:
-                    we = w
-                    while we < end and rec[we] != 32:
-                        we += 1
-                    if we > w:
-                        self._put(index_hash(topic, r.topic_len, rec + w, we - w),
-                                  r.commitlog_offset, r.store_timestamp)
-                    w = we + 1
-        return 0
-
-
-cdef extern from "Python.h":
-    const char *PyUnicode_AsUTF8AndSize(object s, Py_ssize_t *size) except NULL
-
-
-cdef class IndexQuerier:
-    """``query_message`` in one compiled call: hash the key, walk the index files newest
-    to oldest (skipping files whose time range misses the query, stopping at one that
-    begins before it), verify each candidate against its record, decode the matches.
-
-    ``service.index_files`` (re-read on each call: files roll) and the commit log's
-    ``mapped_files`` are the shared state.
-    """
-    cdef object service
-    cdef object commit_log_queue
-    cdef long long cl_file_size
-    cdef int max_batch
-    cdef public bint closed
-
-    def __init__(self, service, commit_log_queue, long long commitlog_file_size, int max_msgs_num_batch):
-        self.service = service
-        self.commit_log_queue = commit_log_queue
-        self.cl_file_size = commitlog_file_size
-        self.max_batch = max_msgs_num_batch
-        self.closed = False
-
-    def query_message(self, str topic not None, str key not None, int max_num=32, long long begin=0, end=None):
-        """Messages of ``topic`` whose key or unique key is ``key``, stored in [begin, end]
-        (ms; ``end`` None: no limit), newest first, at most min(max_num, 64)."""
-        cdef long long e = 9223372036854775807 if end is None else <long long>end
-        cdef Py_ssize_t tl, kl, i, j, n = 0
-        cdef const char *t
-        cdef const char *k
-        cdef int32_t h
-        cdef list files, cl_files, out = []
-        cdef IndexFile f
-        cdef long long fb, fe
-        cdef int64_t found[64]
-        cdef int64_t tmp
-        cdef MappedFile seg
-        if self.closed:
-            from pymq.errors import StoreStateError
-            raise StoreStateError("the store is shut down")
-        if max_num < 1:
-            raise ValueError("max_num must be >= 1")
-        if not key:
-            return out
-        if max_num > self.max_batch:
-            max_num = self.max_batch
-        if max_num > 64:
-            max_num = 64
-        t = PyUnicode_AsUTF8AndSize(topic, &tl)
-        k = PyUnicode_AsUTF8AndSize(key, &kl)
-        h = index_hash(t, tl, k, kl)
-        files = self.service.index_files
-        cl_files = self.commit_log_queue.mapped_files
-        for i in range(len(files) - 1, -1, -1):
-            if n >= max_num:
-                break
-            f = <IndexFile>files[i]
-            fb = pymq_get_i64(f._base())
-            fe = pymq_get_i64(f._base() + 8)
-            if (begin < fb and e > fe) or (fb <= begin <= fe) or (fb <= e <= fe):
-                n = f._walk(h, max_num, begin, e, found, n, True, cl_files, self.cl_file_size, t, tl, k, kl)
-            if fb < begin:
-                break
-        for i in range(1, n):                 # newest first: descending offset (n <= 64)
-            tmp = found[i]
-            j = i
-            while j > 0 and found[j - 1] < tmp:
-                found[j] = found[j - 1]
-                j -= 1
-            found[j] = tmp
-        for i in range(n):
-            seg = segment_for(cl_files, found[i], self.cl_file_size)
-            out.append(decode_at(seg.base + (found[i] - seg.file_from_offset),
-                                 seg.wrote - (found[i] - seg.file_from_offset), False))
-        return out

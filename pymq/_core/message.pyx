@@ -7,12 +7,18 @@ Properties string (``MessageDecoder.messageProperties2String``), UTF-8 on disk::
 
 ``Message`` is what applications build and ``put_message`` takes; ``MessageExt`` is what
 reads return. Both are C classes: building one costs a fraction of a Python object, which
-matters when an application builds millions of them. ``MessageExt`` keeps the raw
-properties bytes and decodes ``properties`` / ``tags`` / ``keys`` on first access.
+matters when an application builds millions of them.
+
+A read copies the record bytes once (one page of bytes for all the records of a pull) and
+makes each ``MessageExt`` from its record's fixed fields; ``body``, the properties map
+(``properties`` / ``tags`` / ``keys``) and the hosts are decoded from that copy on first
+access, so a consumer that reads ``.body`` pays for the body and nothing else. Once all
+of them are decoded the message drops its reference to the copy.
 """
 
 cimport cython
-from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memchr, memcmp, memcpy
 
@@ -98,6 +104,24 @@ cdef int props_add_str(PropsBuf *b, str name, str value) except -1:
     return 0
 
 
+cdef int props_add_named(PropsBuf *b, const char *pn, Py_ssize_t nn, str value) except -1:
+    """``props_add_str`` for a name known to be valid (the system names: TAGS, KEYS)."""
+    cdef Py_ssize_t nv
+    cdef const char *pv = PyUnicode_AsUTF8AndSize(value, &nv)
+    _check_part(pv, nv, "value")
+    props_reserve(b, nn + nv + 2)
+    if b.length > b.start:
+        b.data[b.length] = 2
+        b.length += 1
+    memcpy(b.data + b.length, pn, nn)
+    b.length += nn
+    b.data[b.length] = 1
+    b.length += 1
+    memcpy(b.data + b.length, pv, nv)
+    b.length += nv
+    return 0
+
+
 cdef bint props_has_name(PropsBuf *b, const char *name, Py_ssize_t n) noexcept:
     """True if some entry of the buffer is named ``name``."""
     cdef Py_ssize_t i = b.start
@@ -138,6 +162,43 @@ cpdef dict decode_properties(object raw):
             if index < kv < new_index - 1:
                 out[s[index:kv]] = s[kv + 1:new_index]
         index = new_index + 1
+    return out
+
+
+cdef str _TAGS = "TAGS"
+cdef str _KEYS = "KEYS"
+cdef str _UNIQ_KEY = "UNIQ_KEY"
+
+
+cdef inline str _prop_name(const char *p, Py_ssize_t n):
+    """The name of a property; the system names every message carries are shared."""
+    if n == 4 and memcmp(p, b"TAGS", 4) == 0:
+        return _TAGS
+    if n == 4 and memcmp(p, b"KEYS", 4) == 0:
+        return _KEYS
+    if n == 8 and memcmp(p, b"UNIQ_KEY", 8) == 0:
+        return _UNIQ_KEY
+    return PyUnicode_DecodeUTF8(p, n, "replace")
+
+
+cdef dict decode_properties_utf8(const char *p, Py_ssize_t n):
+    """``decode_properties`` of the UTF-8 bytes ``p[:n]``, without a str of the whole.
+
+    Splitting the bytes on \\x02 and \\x01 and decoding each name and value is what
+    decoding first and splitting the string does: the separators are ASCII, and an ASCII
+    byte is never part of a replaced (malformed) sequence. An entry is kept when its name
+    and value are both non-empty, which also makes it at least 3 characters long."""
+    cdef dict out = {}
+    cdef Py_ssize_t s = 0, e, k
+    cdef const char *q
+    while s < n:
+        q = <const char *>memchr(p + s, 2, <size_t>(n - s))
+        e = n if q == NULL else q - p
+        q = <const char *>memchr(p + s, 1, <size_t>(e - s))
+        k = e if q == NULL else q - p
+        if s < k < e - 1:
+            out[_prop_name(p + s, k - s)] = PyUnicode_DecodeUTF8(p + k + 1, e - k - 1, "replace")
+        s = e + 1
     return out
 
 
@@ -182,6 +243,8 @@ cdef inline object _as_keys(object keys):
         return None
     if isinstance(keys, str):
         out = [k for k in (<str>keys).split(" ") if k]   # RocketMQ's KEY_SEPARATOR only
+    elif type(keys) is list:
+        out = (<list>keys)[:]                            # a copy: the caller keeps its list
     else:
         out = list(keys)
         for k in out:
@@ -241,7 +304,32 @@ cdef class Message:
         if message_group is not None:
             self.message_group = message_group
 
-    cdef int _decode_props(self) except -1:
+    cdef int _load(self, int what) except -1:
+        """Decode ``what`` (LAZY_* bits) of a MessageExt from its record copy."""
+        cdef int todo = self._lazy & what & LAZY_ALL
+        cdef const char *rec
+        cdef Py_ssize_t born_len, store_len
+        cdef dict props
+        if not todo:
+            return 0
+        rec = PyBytes_AS_STRING(self._page) + self._rec
+        if todo & LAZY_BODY:
+            self._body = PyBytes_FromStringAndSize(rec + self._body_off, self._body_len)
+        if todo & LAZY_PROPS:
+            props = decode_properties_utf8(rec + self._props_off, self._props_len)
+            self._properties = props
+            tags = props.get(_TAGS)
+            self._tags = tags or None
+            keys = props.get(_KEYS)
+            self._keys = ([k for k in (<str>keys).split(" ") if k] or None) if keys else None
+        if todo & LAZY_HOSTS:
+            born_len = 20 if self._lazy & LAZY_BORN_V6 else 8
+            store_len = 20 if self._lazy & LAZY_STORE_V6 else 8
+            self._born_host = PyBytes_FromStringAndSize(rec + 48, born_len)
+            self._store_host = PyBytes_FromStringAndSize(rec + 48 + born_len + 8, store_len)
+        self._lazy &= ~todo
+        if not (self._lazy & LAZY_ALL):
+            self._page = None           # everything decoded: the copy may go
         return 0
 
     @property
@@ -254,43 +342,50 @@ cdef class Message:
 
     @property
     def body(self):
+        if self._lazy & LAZY_BODY:
+            self._load(LAZY_BODY)
         return self._body
 
     @body.setter
     def body(self, value):
-        self._body = _as_bytes(value)
+        value = _as_bytes(value)
+        if self._lazy & LAZY_BODY:
+            self._lazy &= ~LAZY_BODY
+            if not (self._lazy & LAZY_ALL):
+                self._page = None
+        self._body = value
 
     @property
     def tags(self):
-        if self._props_raw is not None:
-            self._decode_props()
+        if self._lazy & LAZY_PROPS:
+            self._load(LAZY_PROPS)
         return self._tags
 
     @tags.setter
     def tags(self, value):
         if value is not None and not isinstance(value, str):
             raise TypeError("tags must be str or None")
-        if self._props_raw is not None:
-            self._decode_props()
+        if self._lazy & LAZY_PROPS:
+            self._load(LAZY_PROPS)
         self._tags = value or None
 
     @property
     def keys(self):
-        if self._props_raw is not None:
-            self._decode_props()
+        if self._lazy & LAZY_PROPS:
+            self._load(LAZY_PROPS)
         return self._keys
 
     @keys.setter
     def keys(self, value):
-        if self._props_raw is not None:
-            self._decode_props()
+        if self._lazy & LAZY_PROPS:
+            self._load(LAZY_PROPS)
         self._keys = _as_keys(value)
 
     @property
     def properties(self):
         """User properties (``Message``) or the whole stored map (``MessageExt``)."""
-        if self._props_raw is not None:
-            self._decode_props()
+        if self._lazy & LAZY_PROPS:
+            self._load(LAZY_PROPS)
         if self._properties is None:
             self._properties = {}
         return self._properties
@@ -299,8 +394,8 @@ cdef class Message:
     def properties(self, value):
         if value is not None and not isinstance(value, dict):
             raise TypeError("properties must be a dict")
-        if self._props_raw is not None:
-            self._decode_props()
+        if self._lazy & LAZY_PROPS:
+            self._load(LAZY_PROPS)
         self._properties = value
 
     @property
@@ -319,6 +414,8 @@ cdef class Message:
 
     @property
     def born_host(self):
+        if self._lazy & LAZY_HOSTS:
+            self._load(LAZY_HOSTS)
         if type(self._born_host) is bytes:
             self._born_host = format_host(self._born_host)
         return self._born_host
@@ -327,6 +424,8 @@ cdef class Message:
     def born_host(self, value):
         if value is not None and not isinstance(value, str):
             raise TypeError("born_host must be 'ip:port' or None")
+        if self._lazy & LAZY_HOSTS:
+            self._load(LAZY_HOSTS)
         self._born_host = value
 
     cdef int write_properties(self, PropsBuf *out) except -1:
@@ -336,8 +435,8 @@ cdef class Message:
     cdef int write_properties_except(self, PropsBuf *out, tuple skip) except -1:
         """``write_properties`` leaving out the property names in ``skip``."""
         cdef dict props
-        if self._props_raw is not None:
-            self._decode_props()
+        if self._lazy & LAZY_PROPS:
+            self._load(LAZY_PROPS)
         if self._properties:
             props = <dict?>self._properties
             for k, v in props.items():
@@ -354,41 +453,78 @@ cdef class Message:
                     continue
                 props_add_str(out, k, v)
         if self._tags is not None:
-            props_add_str(out, "TAGS", self._tags)
+            props_add_named(out, b"TAGS", 4, self._tags)
         if self._keys is not None:
-            props_add_str(out, "KEYS", " ".join(self._keys))
+            keys = self._keys
+            if type(keys) is list and len(<list>keys) == 1 and type((<list>keys)[0]) is str:
+                props_add_named(out, b"KEYS", 4, (<list>keys)[0])
+            else:
+                props_add_named(out, b"KEYS", 4, " ".join(keys))
         return 0
 
     def __repr__(self):
-        return (f"{type(self).__name__}(topic={self._topic!r}, body={len(self._body)} bytes, "
+        return (f"{type(self).__name__}(topic={self._topic!r}, body={len(self.body)} bytes, "
                 f"tags={self.tags!r}, keys={self.keys!r}, queue_id={self.queue_id})")
 
 
 @cython.final
-@cython.freelist(64)
 cdef class MessageExt(Message):
     """A stored message as reads return it (``MessageExt`` in RocketMQ).
 
     ``properties`` is the whole stored map, system properties (``TAGS``, ``KEYS``,
     ``UNIQ_KEY``, ...) included. ``msg_id`` is the offset message id: the hex of the
-    store host and the commit-log offset.
+    store host and the commit-log offset. ``body``, ``properties`` (with ``tags`` and
+    ``keys``) and the hosts are decoded from the read's copy of the record on first
+    access; the other fields when the message is made.
     """
 
     def __init__(self, *args, **kwargs):
         raise TypeError("MessageExt is created by the store's reads")
 
-    cdef int _decode_props(self) except -1:
-        cdef dict props = decode_properties(self._props_raw)
-        self._props_raw = None
-        self._properties = props
-        tags = props.get("TAGS")
-        self._tags = tags or None
-        keys = props.get("KEYS")
-        self._keys = [k for k in keys.split(" ") if k] or None if keys else None
-        return 0
+    @property
+    def queue_offset(self):
+        return self._queue_offset
+
+    @queue_offset.setter
+    def queue_offset(self, long long value):
+        self._queue_offset = value
+
+    @property
+    def commitlog_offset(self):
+        return self._commitlog_offset
+
+    @commitlog_offset.setter
+    def commitlog_offset(self, long long value):
+        self._commitlog_offset = value
+
+    @property
+    def store_size(self):
+        return self._store_size
+
+    @store_size.setter
+    def store_size(self, int value):
+        self._store_size = value
+
+    @property
+    def store_timestamp(self):
+        return self._store_timestamp
+
+    @store_timestamp.setter
+    def store_timestamp(self, long long value):
+        self._store_timestamp = value
+
+    @property
+    def body_crc(self):
+        return self._body_crc
+
+    @body_crc.setter
+    def body_crc(self, int value):
+        self._body_crc = value
 
     @property
     def store_host(self):
+        if self._lazy & LAZY_HOSTS:
+            self._load(LAZY_HOSTS)
         if type(self._store_host) is bytes:
             return format_host(self._store_host)
         return self._store_host
@@ -396,10 +532,12 @@ cdef class MessageExt(Message):
     @property
     def msg_id(self):
         """Offset message id: uppercase hex of store host ip, port and commit-log offset."""
+        if self._lazy & LAZY_HOSTS:
+            self._load(LAZY_HOSTS)
         raw = self._store_host
         if type(raw) is not bytes:
             return None
-        return ((<bytes>raw) + self.commitlog_offset.to_bytes(8, "big", signed=True)).hex().upper()
+        return ((<bytes>raw) + self._commitlog_offset.to_bytes(8, "big", signed=True)).hex().upper()
 
     @property
     def uniq_key(self):
@@ -422,32 +560,37 @@ cdef class MessageExt(Message):
         return self.reconsume_times + 1
 
     def __reduce__(self):
+        self._load(LAZY_ALL)
         return (_rebuild_ext, (self.topic, self.body, self.properties, self.queue_id, self.flag,
                                self.born_timestamp, self.born_host, self.sys_flag,
-                               self.queue_offset, self.commitlog_offset, self.store_size,
-                               self.store_timestamp, self._store_host, self.reconsume_times,
-                               self.prepared_transaction_offset, self.body_crc))
+                               self._queue_offset, self._commitlog_offset, self._store_size,
+                               self._store_timestamp, self._store_host, self.reconsume_times,
+                               self.prepared_transaction_offset, self._body_crc))
 
 
 def _rebuild_ext(topic, body, properties, queue_id, flag, born_ts, born_host, sys_flag,
                  queue_offset, commitlog_offset, store_size, store_ts, store_host,
                  reconsume_times, prepared_tx, body_crc):
     cdef MessageExt m = MessageExt.__new__(MessageExt)
+    cdef dict props = dict(properties)
     m._topic = topic
     m._body = body
-    m._properties = dict(properties)
-    m._props_raw = encode_properties(m._properties)
+    m._properties = props
+    tags = props.get("TAGS")
+    m._tags = tags or None
+    keys = props.get("KEYS")
+    m._keys = ([k for k in keys.split(" ") if k] or None) if keys else None
     m.queue_id = queue_id
     m.flag = flag
     m.born_timestamp = born_ts
     m._born_host = born_host
     m.sys_flag = sys_flag
-    m.queue_offset = queue_offset
-    m.commitlog_offset = commitlog_offset
-    m.store_size = store_size
-    m.store_timestamp = store_ts
+    m._queue_offset = queue_offset
+    m._commitlog_offset = commitlog_offset
+    m._store_size = store_size
+    m._store_timestamp = store_ts
     m._store_host = store_host
     m.reconsume_times = reconsume_times
     m.prepared_transaction_offset = prepared_tx
-    m.body_crc = body_crc
+    m._body_crc = body_crc
     return m

@@ -30,8 +30,14 @@ to its socket as they are (RocketMQ's pull response body).
 """
 
 cimport cython
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
+from cpython.ref cimport Py_INCREF
 from libc.stdint cimport int32_t, int64_t
-from libc.string cimport memcmp
+from libc.string cimport memcmp, memcpy
+
+from pymq._core.atomic cimport pymq_load_acquire_ssize
 
 from pymq._core.clayout cimport (BORNHOST_V6_FLAG, CQ_STORE_UNIT_SIZE, IPV4_HOST_LENGTH, IPV6_HOST_LENGTH,
                                  STOREHOSTADDRESS_V6_FLAG)
@@ -39,9 +45,32 @@ from pymq._core.hton cimport pymq_get_i16, pymq_get_i32, pymq_get_i64
 from pymq._core.cq_unit cimport CqAppender, lookup_by_time, queue_max_offset
 from pymq._core.mapped_file cimport MappedFile, segment_for
 from pymq._core.message cimport MessageExt
-from pymq._core.record cimport DecodeCache, RecordLayout, check_record, decode_at, next_property, record_layout
+from pymq._core.record cimport DecodeCache, RecordLayout, ext_from_page, next_property, record_layout
 
 from pymq.status import BoundaryType, GetMessageStatus
+
+cdef enum:
+    PICKED_ON_STACK = 64
+
+
+cdef struct Picked:
+    const char *src
+    Py_ssize_t size
+    RecordLayout lay
+
+
+cdef dict _utf8_cache = {}
+
+
+cdef inline bytes _utf8(str topic):
+    """The UTF-8 bytes of a topic name (remembered: pulls name few topics)."""
+    cdef object b = _utf8_cache.get(topic)
+    if b is None:
+        b = topic.encode("utf-8")
+        if len(_utf8_cache) < 4096:
+            _utf8_cache[topic] = b
+    return <bytes>b
+
 
 cdef object FOUND = GetMessageStatus.FOUND
 cdef object NO_MATCHED_MESSAGE = GetMessageStatus.NO_MATCHED_MESSAGE
@@ -136,6 +165,9 @@ cdef class QueueReader:
     cdef object resolve
     cdef object parse_filter
     cdef dict appenders
+    cdef str last_topic             # the queue of the last pull, found again without a lookup
+    cdef int last_queue_id
+    cdef CqAppender last_app
     cdef dict filters
     cdef long long memory_window
     cdef int max_count_memory
@@ -166,14 +198,22 @@ cdef class QueueReader:
     def forget(self):
         """Drop cached queue handles (after queues were destroyed or recreated)."""
         self.appenders.clear()
+        self.last_topic = None
+        self.last_app = None
 
     cdef CqAppender _appender(self, str topic, int queue_id):
+        if self.last_app is not None and queue_id == self.last_queue_id and (
+                topic is self.last_topic or topic == self.last_topic):
+            return self.last_app
         key = (topic, queue_id)
         app = self.appenders.get(key)
         if app is None:
             app = self.resolve(topic, queue_id)
             self.appenders[key] = app
-        return <CqAppender?>app
+        self.last_app = <CqAppender?>app
+        self.last_topic = topic
+        self.last_queue_id = queue_id
+        return self.last_app
 
     def get_message(self, group, str topic not None, int queue_id, long long offset, int max_msgs=32,
                     tags=None):
@@ -248,25 +288,30 @@ cdef class QueueReader:
     cdef int _collect(self, GetMessageResult r, MappedFile cq, Py_ssize_t start, long long offset,
                       str topic, int queue_id, int max_msgs, tuple tag_codes, tuple tag_names,
                       bint raw) except -1:
-        cdef Py_ssize_t limit, pos, rpos
+        cdef Py_ssize_t limit, pos, rpos, i, at
         cdef Py_ssize_t max_scan = max(16000, max_msgs * CQ_STORE_UNIT_SIZE)
-        cdef int64_t offset_py, tags_code, next_file_start = -1
+        cdef int64_t offset_py, tags_code, next_file_start = -1, last_offset = 0
         cdef int32_t size_py
         cdef long long buffer_total = 0, max_phy
         cdef long long cl_fs = self.cl_file_size
-        cdef int count = 0
+        cdef int count = 0, cap
         cdef bint in_disk, filtered = len(tag_codes) > 0
         cdef list out = r.messages
         cdef list cl_files = self.commit_log_queue.mapped_files
         cdef MappedFile seg, last_seg
-        cdef DecodeCache cache = DecodeCache(topic)
+        cdef DecodeCache cache
         cdef const char *base = cq.base
         cdef object status = NO_MATCHED_MESSAGE
         cdef RecordLayout lay
-        cdef bytes topic_b = cache.topic_raw
+        cdef bytes topic_b = _utf8(topic)
         cdef const char *topic_raw = topic_b
         cdef Py_ssize_t topic_len = len(topic_b)
-        cdef long long cl_min, last_phy = 0
+        cdef long long cl_min
+        cdef Picked picked_stack[PICKED_ON_STACK]
+        cdef Picked *picked = picked_stack
+        cdef bytes page
+        cdef char *dst
+        cdef MessageExt m
         cdef MappedFile run_seg = None          # raw: the current run of adjacent records
         cdef Py_ssize_t run_start = 0, run_end = 0
         if not cl_files:
@@ -276,71 +321,106 @@ cdef class QueueReader:
             last_seg = <MappedFile>cl_files[len(cl_files) - 1]
             max_phy = last_seg.file_from_offset + last_seg.wrote
             cl_min = (<MappedFile>cl_files[0]).file_from_offset
-        limit = cq.wrote
-        if limit - start > max_scan:
-            limit = start + (max_scan // CQ_STORE_UNIT_SIZE) * CQ_STORE_UNIT_SIZE
-        pos = start
-        while pos + CQ_STORE_UNIT_SIZE <= limit:
-            offset_py = pymq_get_i64(base + pos)
-            size_py = pymq_get_i32(base + pos + 8)
-            tags_code = pymq_get_i64(base + pos + 12)
-            if next_file_start >= 0 and offset_py < next_file_start:
-                pos += CQ_STORE_UNIT_SIZE
-                continue
-            in_disk = max_phy - offset_py > self.memory_window
-            if buffer_total and count:
-                if count >= max_msgs:
-                    break
-                if in_disk:
-                    if buffer_total + size_py > self.max_bytes_disk or count > self.max_count_disk - 1:
+        # a page holds at most max_msgs messages and never more than a batch-full count
+        cap = min(max_msgs, max(self.max_count_memory, self.max_count_disk, 1))
+        if cap > PICKED_ON_STACK:
+            picked = <Picked *>PyMem_Malloc(cap * sizeof(Picked))
+            if picked == NULL:
+                raise MemoryError()
+        try:
+            limit = pymq_load_acquire_ssize(&cq.wrote)     # entries below it are whole
+            if limit - start > max_scan:
+                limit = start + (max_scan // CQ_STORE_UNIT_SIZE) * CQ_STORE_UNIT_SIZE
+            pos = start
+            # 1. pick the records (no Python object is made while segment memory is read)
+            while pos + CQ_STORE_UNIT_SIZE <= limit:
+                offset_py = pymq_get_i64(base + pos)
+                size_py = pymq_get_i32(base + pos + 8)
+                tags_code = pymq_get_i64(base + pos + 12)
+                if next_file_start >= 0 and offset_py < next_file_start:
+                    pos += CQ_STORE_UNIT_SIZE
+                    continue
+                in_disk = max_phy - offset_py > self.memory_window
+                if buffer_total and count:
+                    if count >= max_msgs or count >= cap:
                         break
-                elif buffer_total + size_py > self.max_bytes_memory or count > self.max_count_memory - 1:
-                    break
-            if filtered and <int>tags_code not in tag_codes:
+                    if in_disk:
+                        if buffer_total + size_py > self.max_bytes_disk or count > self.max_count_disk - 1:
+                            break
+                    elif buffer_total + size_py > self.max_bytes_memory or count > self.max_count_memory - 1:
+                        break
+                if filtered and <int>tags_code not in tag_codes:
+                    pos += CQ_STORE_UNIT_SIZE
+                    continue
+                if offset_py < cl_min:
+                    # the segment was deleted (RocketMQ: MESSAGE_WAS_REMOVING, skip its entries)
+                    if not buffer_total:
+                        status = MESSAGE_WAS_REMOVING
+                    next_file_start = offset_py + cl_fs - offset_py % cl_fs
+                    pos += CQ_STORE_UNIT_SIZE
+                    continue
+                seg = segment_for(cl_files, offset_py, cl_fs)
+                rpos = <Py_ssize_t>(offset_py - seg.file_from_offset) if seg is not None else -1
+                if (seg is None or seg.base == NULL or size_py <= 0 or rpos + size_py > seg.wrote
+                        or record_layout(seg.base + rpos, size_py, &lay) != size_py
+                        or pymq_get_i32(seg.base + rpos + 12) != queue_id or lay.topic_len != topic_len
+                        or memcmp(seg.base + rpos + lay.topic_pos, topic_raw, topic_len) != 0):
+                    # a damaged entry: skip it alone, never another queue's message
+                    pos += CQ_STORE_UNIT_SIZE
+                    continue
+                if filtered and not _tags_match(seg.base + rpos, size_py, tag_names):
+                    pos += CQ_STORE_UNIT_SIZE
+                    continue
+                if raw:
+                    # the records as they lie in the log: one view per run of adjacent records
+                    if run_seg is not seg or rpos != run_end:
+                        if run_seg is not None:
+                            r.buffers.append(memoryview(run_seg)[run_start:run_end])
+                        run_seg = seg
+                        run_start = rpos
+                    run_end = rpos + size_py
+                else:
+                    picked[count].src = seg.base + rpos
+                    picked[count].size = size_py
+                    picked[count].lay = lay
+                last_offset = offset_py
+                buffer_total += size_py
+                count += 1
+                status = FOUND
+                next_file_start = -1
                 pos += CQ_STORE_UNIT_SIZE
-                continue
-            if offset_py < cl_min:
-                # the segment was deleted (RocketMQ: MESSAGE_WAS_REMOVING, skip its entries)
-                if not buffer_total:
-                    status = MESSAGE_WAS_REMOVING
-                next_file_start = offset_py + cl_fs - offset_py % cl_fs
-                pos += CQ_STORE_UNIT_SIZE
-                continue
-            seg = segment_for(cl_files, offset_py, cl_fs)
-            rpos = <Py_ssize_t>(offset_py - seg.file_from_offset) if seg is not None else -1
-            if (seg is None or seg.base == NULL or size_py <= 0 or rpos + size_py > seg.wrote
-                    or record_layout(seg.base + rpos, size_py, &lay) != size_py
-                    or pymq_get_i32(seg.base + rpos + 12) != queue_id or lay.topic_len != topic_len
-                    or memcmp(seg.base + rpos + lay.topic_pos, topic_raw, topic_len) != 0):
-                # a damaged entry: skip it alone, never another queue's message
-                pos += CQ_STORE_UNIT_SIZE
-                continue
-            if filtered and not _tags_match(seg.base + rpos, size_py, tag_names):
-                pos += CQ_STORE_UNIT_SIZE
-                continue
+            r.status = status
+            r.next_begin_offset = offset + (pos - start) // CQ_STORE_UNIT_SIZE
+            r.buffer_total_size = buffer_total
             if raw:
-                if run_seg is not seg or rpos != run_end:
-                    if run_seg is not None:
-                        r.buffers.append(memoryview(run_seg)[run_start:run_end])
-                    run_seg = seg
-                    run_start = rpos
-                run_end = rpos + size_py
-            else:
-                out.append(decode_at(seg.base + rpos, size_py, False, cache))
-            last_phy = offset_py
-            buffer_total += size_py
-            count += 1
-            status = FOUND
-            next_file_start = -1
-            pos += CQ_STORE_UNIT_SIZE
-        r.status = status
-        r.next_begin_offset = offset + (pos - start) // CQ_STORE_UNIT_SIZE
-        r.buffer_total_size = buffer_total
-        if run_seg is not None:
-            r.buffers.append(memoryview(run_seg)[run_start:run_end])
-        r.raw_count = count if raw else 0
-        if count:
-            r.suggest_pulling_from_slave = max_phy - last_phy > self.memory_window
+                if run_seg is not None:
+                    r.buffers.append(memoryview(run_seg)[run_start:run_end])
+                r.raw_count = count
+                if count:
+                    r.suggest_pulling_from_slave = max_phy - last_offset > self.memory_window
+            elif count:
+                # 2. one copy of the picked records, then the messages over it
+                page = PyBytes_FromStringAndSize(NULL, <Py_ssize_t>buffer_total)
+                dst = PyBytes_AS_STRING(page)
+                at = 0
+                for i in range(count):
+                    memcpy(dst + at, picked[i].src, picked[i].size)
+                    at += picked[i].size
+                cache = DecodeCache.__new__(DecodeCache)
+                cache.topic = topic
+                cache.topic_raw = topic_b
+                out = PyList_New(count)
+                r.messages = out
+                at = 0
+                for i in range(count):
+                    m = ext_from_page(page, at, &picked[i].lay, picked[i].size, cache)
+                    Py_INCREF(m)
+                    PyList_SET_ITEM(out, i, m)
+                    at += picked[i].size
+                r.suggest_pulling_from_slave = max_phy - last_offset > self.memory_window
+        finally:
+            if picked != picked_stack:
+                PyMem_Free(picked)
         return 0
 
     def get_offset_in_queue_by_time(self, str topic not None, int queue_id, long long timestamp,

@@ -43,7 +43,8 @@ from pymq._core.clayout cimport (
     MAX_PROPERTIES_LENGTH, MAX_TOPIC_LENGTH, MESSAGE_MAGIC_CODE, STOREHOSTADDRESS_V6_FLAG,
 )
 from pymq._core.hton cimport pymq_get_i16, pymq_get_i32, pymq_get_i64, pymq_put_i16, pymq_put_i32, pymq_put_i64
-from pymq._core.message cimport MessageExt
+from pymq._core.message cimport (LAZY_BODY, LAZY_BORN_V6, LAZY_HOSTS, LAZY_PROPS, LAZY_STORE_V6,
+                                 MessageExt)
 from pymq._core.mapped_file cimport MappedFile
 
 import socket
@@ -60,6 +61,7 @@ cdef extern from "pymq_javahash.h" nogil:
     int32_t pymq_java_hash_utf8(const char *buf, size_t n)
 
 cdef extern from "Python.h":
+    const char *PyUnicode_AsUTF8AndSize(object s, Py_ssize_t *size) except NULL
     Py_ssize_t PyUnicode_GET_LENGTH(object o)
     int PyUnicode_KIND(object o)
     void *PyUnicode_DATA(object o)
@@ -320,8 +322,8 @@ cdef Py_ssize_t record_size_at(const char *buf, Py_ssize_t avail) except -2:
 
 
 cdef class DecodeCache:
-    """Objects shared by the messages of one read: the topic string and a host field, so
-    a page of messages from one queue does not allocate them once per message."""
+    """What the messages of one read share: the topic string (with its UTF-8 bytes), so
+    a page of messages from one queue does not decode it once per message."""
 
     def __init__(self, str topic=None):
         if topic is not None:
@@ -329,76 +331,93 @@ cdef class DecodeCache:
             self.topic_raw = topic.encode("utf-8")
 
 
-cdef inline object _shared_bytes(const char *p, Py_ssize_t n, DecodeCache cache):
-    cdef bytes h
-    if cache is not None:
-        h = cache.host
-        if h is not None and PyBytes_GET_SIZE(h) == n and memcmp(PyBytes_AS_STRING(h), p, n) == 0:
-            return h
-        h = PyBytes_FromStringAndSize(p, n)
-        cache.host = h
-        return h
-    return PyBytes_FromStringAndSize(p, n)
+cdef MessageExt ext_from_page(bytes page, Py_ssize_t rec_pos, const RecordLayout *lay, Py_ssize_t total,
+                              DecodeCache cache, str topic=None):
+    """A ``MessageExt`` of the record at ``page[rec_pos:rec_pos + total]``, whose layout
+    ``lay`` was checked. Fixed fields are read now; body, properties and hosts are left
+    to decode from ``page`` on first access. The topic string of ``cache`` (or else
+    ``topic``) is shared when it names the record's topic."""
+    cdef const char *buf = PyBytes_AS_STRING(page) + rec_pos
+    cdef MessageExt m = MessageExt.__new__(MessageExt)
+    cdef int32_t sys_flag = lay.sys_flag
+    cdef int lazy = LAZY_BODY | LAZY_PROPS | LAZY_HOSTS
+    cdef const char *t
+    cdef Py_ssize_t tn
+    m._store_size = <int>total
+    m._body_crc = pymq_get_i32(buf + 8)
+    m.queue_id = pymq_get_i32(buf + 12)
+    m.flag = pymq_get_i32(buf + 16)
+    m._queue_offset = pymq_get_i64(buf + 20)
+    m._commitlog_offset = pymq_get_i64(buf + 28)
+    m.sys_flag = sys_flag
+    m.born_timestamp = pymq_get_i64(buf + 40)
+    m._store_timestamp = lay.store_timestamp
+    m.reconsume_times = pymq_get_i32(buf + lay.body_pos - 16)
+    m.prepared_transaction_offset = pymq_get_i64(buf + lay.body_pos - 12)
+    if sys_flag & BORNHOST_V6_FLAG:
+        lazy |= LAZY_BORN_V6
+    if sys_flag & STOREHOSTADDRESS_V6_FLAG:
+        lazy |= LAZY_STORE_V6
+    if (cache is not None and cache.topic_raw is not None and PyBytes_GET_SIZE(cache.topic_raw) == lay.topic_len
+            and memcmp(PyBytes_AS_STRING(cache.topic_raw), buf + lay.topic_pos, lay.topic_len) == 0):
+        m._topic = cache.topic
+    elif topic is not None:
+        t = PyUnicode_AsUTF8AndSize(topic, &tn)
+        if tn == lay.topic_len and memcmp(t, buf + lay.topic_pos, tn) == 0:
+            m._topic = topic
+        else:
+            m._topic = PyUnicode_DecodeUTF8(buf + lay.topic_pos, lay.topic_len, "replace")
+    else:
+        m._topic = PyUnicode_DecodeUTF8(buf + lay.topic_pos, lay.topic_len, "replace")
+    m._page = page
+    m._rec = rec_pos
+    m._body_off = <int>lay.body_pos
+    m._body_len = <int>lay.body_len
+    m._props_off = <int>lay.props_pos
+    m._props_len = <int>lay.props_len
+    m._lazy = lazy
+    return m
 
 
-cdef MessageExt decode_at(const char *buf, Py_ssize_t avail, bint check_crc, DecodeCache cache=None):
-    """Decode the record at ``buf`` (``avail`` readable bytes). ``None`` at a blank."""
+cdef MessageExt decode_at(const char *buf, Py_ssize_t avail, bint check_crc, DecodeCache cache=None,
+                          str topic=None):
+    """Decode the record at ``buf`` (``avail`` readable bytes). ``None`` at a blank.
+
+    Every length is checked against the record before anything is read; the record is
+    then copied (one ``bytes``) and the message decodes its body and properties from
+    the copy when they are first asked for."""
     cdef Py_ssize_t total = record_size_at(buf, avail)
-    cdef Py_ssize_t pos, born_len, store_len, body_len, topic_len, props_len
-    cdef int32_t sys_flag
-    cdef MessageExt m
+    cdef Py_ssize_t pos, born_len, store_len
+    cdef RecordLayout lay
     if total == 0:
         return None
     if total < 0:
         raise CorruptRecordError("fewer than 8 bytes left for a record header")
-    sys_flag = pymq_get_i32(buf + 36)
-    born_len = IPV6_HOST_LENGTH if sys_flag & BORNHOST_V6_FLAG else IPV4_HOST_LENGTH
-    store_len = IPV6_HOST_LENGTH if sys_flag & STOREHOSTADDRESS_V6_FLAG else IPV4_HOST_LENGTH
+    lay.sys_flag = pymq_get_i32(buf + 36)
+    born_len = IPV6_HOST_LENGTH if lay.sys_flag & BORNHOST_V6_FLAG else IPV4_HOST_LENGTH
+    store_len = IPV6_HOST_LENGTH if lay.sys_flag & STOREHOSTADDRESS_V6_FLAG else IPV4_HOST_LENGTH
     pos = 48 + born_len + 8 + store_len + 4 + 8
     _need(pos, 4, total)
-    body_len = pymq_get_i32(buf + pos)
+    lay.store_timestamp = pymq_get_i64(buf + 48 + born_len)
+    lay.body_len = pymq_get_i32(buf + pos)
     pos += 4
-    _need(pos, body_len, total)
-    pos += body_len
+    lay.body_pos = pos
+    _need(pos, lay.body_len, total)
+    pos += lay.body_len
     _need(pos, 1, total)
-    topic_len = <int8_t>buf[pos]
-    _need(pos + 1, topic_len, total)
-    pos += 1 + topic_len
+    lay.topic_len = <int8_t>buf[pos]
+    lay.topic_pos = pos + 1
+    _need(pos + 1, lay.topic_len, total)
+    pos += 1 + lay.topic_len
     _need(pos, 2, total)
-    props_len = pymq_get_i16(buf + pos)
-    _need(pos + 2, props_len, total)
-    if cal_msg_length(sys_flag, body_len, topic_len, props_len) != total:
+    lay.props_len = pymq_get_i16(buf + pos)
+    lay.props_pos = pos + 2
+    _need(pos + 2, lay.props_len, total)
+    if cal_msg_length(lay.sys_flag, lay.body_len, lay.topic_len, lay.props_len) != total:
         raise CorruptRecordError("record size does not match its field lengths")
-
-    m = MessageExt.__new__(MessageExt)
-    m.store_size = <int>total
-    m.body_crc = pymq_get_i32(buf + 8)
-    m.queue_id = pymq_get_i32(buf + 12)
-    m.flag = pymq_get_i32(buf + 16)
-    m.queue_offset = pymq_get_i64(buf + 20)
-    m.commitlog_offset = pymq_get_i64(buf + 28)
-    m.sys_flag = sys_flag
-    m.born_timestamp = pymq_get_i64(buf + 40)
-    m._born_host = _shared_bytes(buf + 48, born_len, cache)
-    pos = 48 + born_len
-    m.store_timestamp = pymq_get_i64(buf + pos)
-    m._store_host = _shared_bytes(buf + pos + 8, store_len, cache)
-    pos += 8 + store_len
-    m.reconsume_times = pymq_get_i32(buf + pos)
-    m.prepared_transaction_offset = pymq_get_i64(buf + pos + 4)
-    pos += 16
-    m._body = PyBytes_FromStringAndSize(buf + pos, body_len)
-    if check_crc and body_len > 0 and body_crc32(buf + pos, body_len) != m.body_crc:
-        raise CorruptRecordError(f"body CRC mismatch in the record at {m.commitlog_offset}")
-    pos += body_len
-    if (cache is not None and cache.topic_raw is not None and PyBytes_GET_SIZE(cache.topic_raw) == topic_len
-            and memcmp(PyBytes_AS_STRING(cache.topic_raw), buf + pos + 1, topic_len) == 0):
-        m._topic = cache.topic
-    else:
-        m._topic = PyUnicode_DecodeUTF8(buf + pos + 1, topic_len, "replace")
-    pos += 1 + topic_len
-    m._props_raw = PyBytes_FromStringAndSize(buf + pos + 2, props_len)
-    return m
+    if check_crc and lay.body_len > 0 and body_crc32(buf + lay.body_pos, lay.body_len) != pymq_get_i32(buf + 8):
+        raise CorruptRecordError(f"body CRC mismatch in the record at {pymq_get_i64(buf + 28)}")
+    return ext_from_page(PyBytes_FromStringAndSize(buf, total), 0, &lay, total, cache, topic)
 
 
 def decode_message(data, Py_ssize_t offset=0, bint check_crc=False):

@@ -97,6 +97,7 @@ class Workload(abc.ABC):
     requires: ClassVar[str] = ""   # module that must be importable, else skipped
     batched: ClassVar[bool] = False
     latency: ClassVar[bool] = False  # run() records per-call nanoseconds in self.samples
+    sync_before_run: ClassVar[bool] = True  # False: before_run() syncs itself, then works on
 
     def __init__(self, options: BenchOptions) -> None:
         self.options = options

@@ -20,8 +20,12 @@ timers cost ordinary puts.
     same store holding as many ordinary messages instead (``pymq-no-timers``; both
     prefilled with one ``put_message`` each, so the logs are about the same size, the
     timer records carrying their four timer properties more); the second row's pymq/peer ratio is the speed kept with
-    timers pending (target >= 0.9, i.e. less than 10 % slower). The prefill and the
-    timer service's intake of it are not timed; the commit log is flushed after it.
+    timers pending (target >= 0.95). The prefill and the timer service's intake of it
+    are not timed; the commit log is flushed after it, and in both rows the part of the
+    segment the timed puts will write is faulted in (``MappedFile.warm``): on these VMs
+    the kernel zeroes fresh page-cache pages at very different speeds from one run to
+    the next (pages the host took back must be backed again), which, not the timers,
+    decided the ratio before. So these rows put faster than ``put_message``'s.
 
 Unless ``--commitlog-file-size`` is given, these stores use smaller commit-log files
 (64 MiB for delivery, 256 MiB for put_with_timers; nothing rolls over): deleting the
@@ -230,6 +234,11 @@ class PymqPutWithTimers(PymqPutMessage):
             _expect(timers.checkpoint.enqueue_offset == n,
                     f"the timer service took in {timers.checkpoint.enqueue_offset} of {n} timers")
         store.flush()          # the prefill's dirty pages are not written back while timed
+        # fault in the commit log the timed puts will write, in both rows: how fast the
+        # VM hands out fresh page-cache pages varies twofold from run to run and would
+        # decide the ratio instead of the pending timers
+        seg = store.commit_log.mapped_file_queue.get_last_mapped_file()
+        seg.warm(seg.wrote_position)
 
     def check(self) -> None:
         super().check()

@@ -102,7 +102,8 @@ def time_once(workload: Workload, n: int) -> tuple[int, list[int]]:
     workload.setup(workload.options.directory)
     try:
         workload.before_run(n)
-        os.sync()      # start with nothing being written back: earlier rows' data must not
+        if workload.sync_before_run:
+            os.sync()  # start with nothing being written back: earlier rows' data must not
         start = time.perf_counter_ns()   # slow this one down (an order effect otherwise)
         workload.run(n)
         elapsed = time.perf_counter_ns() - start

@@ -20,7 +20,9 @@ import threading
 import time
 from typing import Optional
 
-from pymq._core.index_file import IndexBuilder, IndexFile, IndexQuerier, index_file_size
+from pymq._core.index_builder import IndexBuilder
+from pymq._core.index_file import IndexFile, index_file_size
+from pymq._core.index_query import IndexQuerier
 from pymq._core.mapped_file import MappedFile
 from pymq.config import StoreConfig
 from pymq.errors import DiskFullError
@@ -45,6 +47,8 @@ class IndexService:
         self.file_size = index_file_size(self.hash_slot_num, self.index_num)
         self.commit_log = commit_log
         self.read_only = read_only
+        self.querier = IndexQuerier(self, commit_log.mapped_file_queue, commit_log.file_size,
+                                    config.max_msgs_num_batch)
         self.index_files: list[IndexFile] = []
         self.checkpoint = None                  # set by the store (StoreCheckpoint)
         self._lock = threading.Lock()
@@ -52,8 +56,16 @@ class IndexService:
         self.builder.enabled = config.message_index_enable
         self.enabled = config.message_index_enable
         self.disk_guard = None                  # set by the store (DiskGuard) for writers
-        self.querier = IndexQuerier(self, commit_log.mapped_file_queue, commit_log.file_size,
-                                    config.max_msgs_num_batch)
+
+    @property
+    def index_files(self) -> list[IndexFile]:
+        """The index files, oldest first. Replaced, never changed in place: the querier
+        holds the same list."""
+        return self.querier.files
+
+    @index_files.setter
+    def index_files(self, files: list[IndexFile]) -> None:
+        self.querier.files = files
 
     # -- files -------------------------------------------------------------------------------
 

@@ -1,0 +1,193 @@
+# cython: language_level=3
+"""IndexBuilder: the index step of the dispatcher (``CommitLogDispatcherBuildIndex``).
+
+For every dispatched record but rolled-back transactions, an entry under ``topic#UNIQ_KEY``
+and one under ``topic#word`` for each space-separated word of KEYS goes into the current
+index file (layout in ``index_file``). The common case runs without the GIL, as a
+``DispatchSink``'s ``accept_fast``; a record that needs a new file goes to ``accept``,
+which rolls it (Python) and writes it with the GIL.
+"""
+
+from libc.stdint cimport int32_t, int64_t, uint32_t
+from libc.string cimport memchr, memcmp, memcpy
+
+from pymq._core.clayout cimport TRANSACTION_ROLLBACK_TYPE, TRANSACTION_TYPE_MASK
+from pymq._core.dispatch cimport DispatchRequest, DispatchSink
+from pymq._core.hton cimport pymq_get_i32, pymq_get_i64
+from pymq._core.index_file cimport (IndexFile, _abs_hash, _key_words, _link_entry, _put_header, index_hash,
+                                    pymq_java_hash_utf8_from)
+from pymq._core.mapped_file cimport MappedFile
+
+
+cdef class IndexBuilder(DispatchSink):
+    """Builds the index from dispatched records (``CommitLogDispatcherBuildIndex``).
+
+    Every record but rolled-back transactions is indexed under ``topic#UNIQ_KEY`` and
+    ``topic#word`` for each space-separated word of KEYS, unless it is older than the
+    current file's end offset (already indexed). ``roll()`` (Python) returns the file to
+    continue in when the current one is full, or None when there is no room for one: the
+    builder then disables itself and keeps in ``paused_at`` the offset of the first record
+    it could not index.
+
+    The dispatcher's common case runs without the GIL (``accept_fast``): records whose
+    entries all fit the current file, hashed with the topic's ``topic#`` prefix hash
+    computed once per run of records of one topic. A record that needs a new file goes
+    to ``accept`` (with the GIL).
+    """
+    cdef IndexFile current
+    cdef object roll
+    cdef public bint enabled
+    cdef readonly long long indexed
+    cdef public long long paused_at
+    cdef MappedFile pinned          # the current file's mapping, pinned for a GIL-free stretch
+    cdef char last_topic[128]
+    cdef Py_ssize_t last_topic_len
+    cdef uint32_t last_topic_hash   # hash of "topic#"
+
+    def __init__(self, IndexFile current, roll):
+        self.current = current
+        self.roll = roll
+        self.enabled = True
+        self.paused_at = -1
+        self.last_topic_len = -1
+
+    def set_current(self, IndexFile f):
+        self.current = f
+
+    cdef int _put(self, int32_t h, int64_t phy, int64_t ts) except -1:
+        cdef object nxt
+        if self.current is None or self.current.put_hashed(h, phy, ts) == 0:
+            nxt = self.roll()
+            if nxt is None:
+                # no room on the disk for a new index file: indexing pauses at this record
+                # (the index service resumes it, from here, when space returns)
+                self.enabled = False
+                self.paused_at = phy
+                return 0
+            self.current = <IndexFile?>nxt
+            if self.current.put_hashed(h, phy, ts) == 0:
+                raise RuntimeError("a new index file is already full")
+        self.indexed += 1
+        return 0
+
+    cdef int accept(self, const char *base, int64_t file_from, DispatchRequest *reqs, Py_ssize_t n) except -1:
+        cdef Py_ssize_t i, w, we, end
+        cdef DispatchRequest *r
+        cdef const char *rec
+        cdef const char *topic
+        for i in range(n):
+            if not self.enabled:
+                return 0
+            r = &reqs[i]
+            if (r.sys_flag & TRANSACTION_TYPE_MASK) == TRANSACTION_ROLLBACK_TYPE:
+                continue
+            if self.current is not None and r.commitlog_offset < self.current.end_phy():
+                continue
+            rec = base + (r.commitlog_offset - file_from)
+            topic = rec + r.topic_pos
+            if r.uniq_pos >= 0:
+                self._put(index_hash(topic, r.topic_len, rec + r.uniq_pos, r.uniq_len),
+                          r.commitlog_offset, r.store_timestamp)
+            if r.keys_pos >= 0:
+                w = r.keys_pos
+                end = r.keys_pos + r.keys_len
+                while w < end:
+                    we = w
+                    while we < end and rec[we] != 32:
+                        we += 1
+                    if we > w:
+                        self._put(index_hash(topic, r.topic_len, rec + w, we - w),
+                                  r.commitlog_offset, r.store_timestamp)
+                    w = we + 1
+        return 0
+
+    cdef int fast_begin(self) except -1:
+        cdef MappedFile mf
+        self.pinned = None
+        if self.enabled and self.current is not None:
+            mf = self.current.mapped_file
+            if mf.base != NULL and mf.writable:
+                try:
+                    mf.pin()
+                except Exception:
+                    return 0                # closing: accept() reports it
+                self.pinned = mf
+        return 0
+
+    cdef void fast_end(self) noexcept:
+        if self.pinned is not None:
+            self.pinned.unpin()
+            self.pinned = None
+
+    cdef inline uint32_t _prefix_hash(self, const char *topic, Py_ssize_t n) noexcept nogil:
+        """Java hash state after ``topic + "#"``, cached for the last topic."""
+        if n != self.last_topic_len or memcmp(topic, self.last_topic, n) != 0:
+            self.last_topic_hash = 31u * pymq_java_hash_utf8_from(0, topic, n) + 35u
+            memcpy(self.last_topic, topic, n)
+            self.last_topic_len = n
+        return self.last_topic_hash
+
+    cdef Py_ssize_t accept_fast(self, const char *base, int64_t file_from, DispatchRequest *reqs,
+                                Py_ssize_t n) noexcept nogil:
+        cdef Py_ssize_t i, w, we, end, need
+        cdef DispatchRequest *r
+        cdef const char *rec
+        cdef const char *sp
+        cdef char *ibase
+        cdef int32_t count, first, new_slots
+        cdef uint32_t prefix
+        cdef Py_ssize_t entries_pos
+        cdef int slots, index_num
+        if not self.enabled:
+            return n
+        if self.pinned is None:
+            return 0
+        # ``current`` changes only with the GIL (a roll in ``accept``); ``pinned`` is its
+        # mapping, kept mapped for this stretch by ``fast_begin``
+        ibase = self.pinned.base
+        entries_pos = self.current.entries_pos
+        slots = self.current.hash_slot_num
+        index_num = self.current.index_num
+        for i in range(n):
+            r = &reqs[i]
+            if r.uniq_pos < 0 and r.keys_pos < 0:
+                continue
+            if (r.sys_flag & TRANSACTION_TYPE_MASK) == TRANSACTION_ROLLBACK_TYPE:
+                continue
+            if r.commitlog_offset < pymq_get_i64(ibase + 24):
+                continue
+            rec = base + (r.commitlog_offset - file_from)
+            count = pymq_get_i32(ibase + 36)
+            if count <= 0:
+                count = 1
+            # room for every entry of the record: at most one per two bytes of KEYS
+            need = (1 if r.uniq_pos >= 0 else 0) + ((r.keys_len + 1) // 2 if r.keys_pos >= 0 else 0)
+            if count + need > index_num:
+                need = (1 if r.uniq_pos >= 0 else 0) + (_key_words(rec, r.keys_pos, r.keys_len)
+                                                        if r.keys_pos >= 0 else 0)
+                if count + need > index_num:
+                    return i
+            prefix = self._prefix_hash(rec + r.topic_pos, r.topic_len)
+            first = count
+            new_slots = 0
+            if r.uniq_pos >= 0:
+                new_slots += _link_entry(ibase, entries_pos, slots, count,
+                                         _abs_hash(pymq_java_hash_utf8_from(prefix, rec + r.uniq_pos, r.uniq_len)),
+                                         r.commitlog_offset, r.store_timestamp)
+                count += 1
+            if r.keys_pos >= 0:
+                w = r.keys_pos
+                end = r.keys_pos + r.keys_len
+                while w < end:
+                    sp = <const char *>memchr(rec + w, 32, <size_t>(end - w))
+                    we = end if sp == NULL else sp - rec
+                    if we > w:
+                        new_slots += _link_entry(ibase, entries_pos, slots, count,
+                                                 _abs_hash(pymq_java_hash_utf8_from(prefix, rec + w, we - w)),
+                                                 r.commitlog_offset, r.store_timestamp)
+                        count += 1
+                    w = we + 1
+            if count > first:
+                _put_header(ibase, count, new_slots, r.commitlog_offset, r.store_timestamp)
+                self.indexed += count - first
+        return n
