@@ -48,7 +48,7 @@ from pymq._core.hton cimport pymq_get_i32, pymq_get_i64
 from pymq._core.cq_unit cimport CqAppender
 from pymq._core.mapped_file cimport MappedFile, segment_for
 from pymq._core.message cimport Message, format_host
-from pymq._core.record cimport RecordLayout, next_property, record_layout
+from pymq._core.record cimport RecordLayout, key_word_end, next_property, record_layout
 
 READ_OK = 0
 READ_CQ_END = 1
@@ -443,9 +443,7 @@ def read_range(CqAppender app, list commitlog_files not None, long long commitlo
                 ks = keys_sp.vs
                 kend = keys_sp.vs + keys_sp.vl
                 while ks < kend:
-                    kpos = ks
-                    while kpos < kend and rec[kpos] != 32:
-                        kpos += 1
+                    kpos = key_word_end(rec, ks, kend)
                     if kpos > ks:
                         key_items.push(rec + ks, kpos - ks)
                         list_children += 1

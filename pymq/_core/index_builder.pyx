@@ -17,6 +17,7 @@ from pymq._core.hton cimport pymq_get_i32, pymq_get_i64
 from pymq._core.index_file cimport (IndexFile, _abs_hash, _key_words, _link_entry, _put_header, index_hash,
                                     pymq_java_hash_utf8_from)
 from pymq._core.mapped_file cimport MappedFile
+from pymq._core.record cimport key_word_end
 
 
 cdef class IndexBuilder(DispatchSink):
@@ -92,9 +93,7 @@ cdef class IndexBuilder(DispatchSink):
                 w = r.keys_pos
                 end = r.keys_pos + r.keys_len
                 while w < end:
-                    we = w
-                    while we < end and rec[we] != 32:
-                        we += 1
+                    we = key_word_end(rec, w, end)
                     if we > w:
                         self._put(index_hash(topic, r.topic_len, rec + w, we - w),
                                   r.commitlog_offset, r.store_timestamp)

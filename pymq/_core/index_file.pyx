@@ -40,7 +40,7 @@ cimport cython
 from libc.string cimport memcmp
 
 from pymq._core.mapped_file cimport segment_for
-from pymq._core.record cimport next_property, record_layout
+from pymq._core.record cimport key_word_end, next_property, record_layout
 
 INDEX_HEADER_SIZE = HEADER_SIZE
 
@@ -76,9 +76,7 @@ cdef Py_ssize_t _record_has_key(const char *rec, Py_ssize_t avail, const char *t
             elif k - s == 4 and memcmp(rec + s, b"KEYS", 4) == 0:
                 w = k + 1
                 while w < e:
-                    we = w
-                    while we < e and rec[we] != 32:
-                        we += 1
+                    we = key_word_end(rec, w, e)
                     if we - w == key_len and memcmp(rec + w, key, key_len) == 0:
                         return total
                     w = we + 1

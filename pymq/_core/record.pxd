@@ -78,3 +78,11 @@ cdef inline bint next_property(const char *p, Py_ssize_t s, Py_ssize_t end, Py_s
     i = e[0] if q == NULL else q - p
     k[0] = i
     return s < i < e[0] - 1
+
+
+cdef inline Py_ssize_t key_word_end(const char *p, Py_ssize_t w, Py_ssize_t end) noexcept nogil:
+    """Where the KEYS word starting at ``w`` ends: the next space in ``p[w:end]``, or ``end``.
+    The next word starts after it; an empty word (two spaces) ends where it starts."""
+    while w < end and p[w] != 32:
+        w += 1
+    return w
