@@ -166,3 +166,46 @@ def test_forward_to_dead_letter_queue(server, producer_factory, simple_consumer_
     out = subprocess.run([sys.executable, "-m", "pymq", "--store", server.store, "print-msg", "-t", "%DLQ%g-fwd",
                           "--json"], capture_output=True, text=True, timeout=60)
     assert out.stdout.count(mid) == 1         # the refused second forward moved nothing
+
+
+def test_parked_receives_hold_no_thread(server, producer_factory):
+    """A hundred ReceiveMessage long polls parked at once: the server's thread count barely
+    moves (they wait on its event loop), and arrivals answer every one of them, each
+    message going to exactly one."""
+    import asyncio
+    import grpc
+    from rocketmq.grpc_protocol import service_pb2 as svc, MessagingServiceStub
+    n = 100
+
+    def server_threads() -> int:
+        with open(f"/proc/{server.proc.pid}/status") as f:
+            return int(next(line for line in f if line.startswith("Threads:")).split()[1])
+
+    p = producer_factory(["ParkTopic"])
+    before = server_threads()
+
+    async def main():
+        async with grpc.aio.insecure_channel(server.endpoint) as ch:
+            stub = MessagingServiceStub(ch)
+
+            async def receive(i: int) -> list:
+                req = svc.ReceiveMessageRequest(batch_size=1)
+                req.group.name = "g-park"
+                req.message_queue.topic.name = "ParkTopic"
+                req.invisible_duration.seconds = 60
+                req.long_polling_timeout.seconds = 20
+                call = stub.ReceiveMessage(req, metadata=[("x-mq-client-id", f"parker-{i}")], timeout=30)
+                return [item async for item in call]
+
+            tasks = [asyncio.ensure_future(receive(i)) for i in range(n)]
+            await asyncio.sleep(2.0)
+            parked = server_threads()
+            assert not any(t.done() for t in tasks)          # all waiting: nothing to receive yet
+            ids = await asyncio.get_running_loop().run_in_executor(
+                None, lambda: [p.send(make_message("ParkTopic", b"m%d" % i)).message_id for i in range(n)])
+            return parked, ids, await asyncio.gather(*tasks)
+
+    parked, ids, results = asyncio.run(main())
+    assert parked - before < 16, (before, parked)
+    got = [item.message.system_properties.message_id for r in results for item in r if item.HasField("message")]
+    assert sorted(got) == sorted(ids)

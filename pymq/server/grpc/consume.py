@@ -3,7 +3,8 @@
 ReceiveMessage pops from every queue of the topic for the consumer group (the broker's pop:
 each message hidden from the group for the invisible duration) and long-polls when there is
 nothing: up to the request's ``long_polling_timeout`` (clamped as the proxy does, and cut to
-the call's deadline), woken by the store's arrival notifications, not a timer. The answer is
+the call's deadline), parked on the event loop and woken by the store's arrival
+notifications, not a timer, so a thousand waiting consumers hold no thread. The answer is
 the stream RocketMQ 5 clients read: a ``status``, the messages, then a ``delivery_timestamp``.
 A push consumer asks for ``auto_renew`` and no invisible duration: its messages are hidden
 for ``auto_renew_invisible_ms`` and renewed while it holds them (:mod:`.renewal`).
@@ -18,6 +19,7 @@ from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as svc
 from google.protobuf import timestamp_pb2
 
+from pymq.aio import AsyncStore
 from pymq.broker.receipt_handle import InvalidReceiptHandleError, decode_receipt_handle
 
 from . import names
@@ -27,7 +29,7 @@ from .topics import find_topic
 
 log = logging.getLogger("pymq.server")
 
-POLL_SLICE_S = 1.0          # a long poll re-checks for shutdown this often (woken at once by arrivals)
+POLL_SLICE_S = 1.0          # a parked receive re-checks for shutdown this often (woken at once by arrivals)
 NACK_INVISIBLE_MS = 1_000   # messages that could not be written to the client come back after this
 
 
@@ -87,28 +89,35 @@ class ConsumeActivity:
         return group, topic, tags, invisible, batch, polling, renew
 
     async def _pop(self, group, topic, tags, invisible, batch, polling_ms):
+        """Pop, and when nothing came, wait on the loop (no thread held) for what can
+        change that: an arrival in the topic, an ack that frees a FIFO group, the next
+        in-flight deadline (``PopService.wait_condition``); then pop again."""
         server = self.server
         pop = server.broker.pop_service
-        result = await server.call(pop.pop_message, group, topic, batch, invisible, tags)
-        if result.messages or polling_ms <= 0:
-            return result
         loop = asyncio.get_running_loop()
         deadline = loop.time() + polling_ms / 1000.0
-        while not server.stopping:
+        waiters = AsyncStore(server.broker).waiters()
+        while True:
+            version = pop.wake_version(topic)
+            result = await self._pop_once(pop, group, topic, batch, invisible, tags)
             left = deadline - loop.time()
-            if left <= 0:
-                break
-            fut = loop.run_in_executor(server.executor, pop.pop_message, group, topic, batch, invisible,
-                                       tags, min(left, POLL_SLICE_S))
-            try:
-                result = await asyncio.shield(fut)
-            except asyncio.CancelledError:
-                # the client gave up (deadline, cancel): what the pop still takes goes back soon
-                fut.add_done_callback(self._nack_when_done)
-                raise
-            if result.messages:
+            if result.messages or left <= 0 or server.stopping:
                 return result
-        return result
+            ready, wait_s = pop.wait_condition(group, topic, version, left)
+            await waiters.wait((topic,), ready, min(wait_s, POLL_SLICE_S))
+
+    async def _pop_once(self, pop, group, topic, batch, invisible, tags):
+        if self.server._inline:
+            return pop.pop_message(group, topic, batch, invisible, tags)
+        # SYNC_FLUSH: the pop waits for its checkpoint on disk, on the thread pool
+        fut = asyncio.get_running_loop().run_in_executor(self.server.executor, pop.pop_message, group, topic,
+                                                         batch, invisible, tags)
+        try:
+            return await asyncio.shield(fut)
+        except asyncio.CancelledError:
+            # the client gave up (deadline, cancel): what the pop still takes goes back soon
+            fut.add_done_callback(self._nack_when_done)
+            raise
 
     def _nack_when_done(self, fut) -> None:
         if fut.cancelled() or fut.exception() is not None or not fut.result().messages:

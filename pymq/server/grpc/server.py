@@ -2,8 +2,8 @@
 
 One asyncio loop runs every call. Broker calls that return at once (appends under
 ``ASYNC_FLUSH``, pops that find messages, acks) run on the loop itself, which is the fastest
-path for small calls; calls that may block (long polls waiting for messages, anything under
-``SYNC_FLUSH``) run on a thread pool. Stopping refuses new calls, lets in-flight ones finish
+path for small calls; calls that wait for the disk (anything under ``SYNC_FLUSH``) run on a
+thread pool. Long polls park on the loop (:mod:`.consume`). Stopping refuses new calls, lets in-flight ones finish
 (up to ``grace_s``), ends the Telemetry streams, and leaves the broker to its owner (``pymq
 serve`` shuts it down: store flushed, checkpoint written).
 """

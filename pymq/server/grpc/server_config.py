@@ -43,7 +43,7 @@ class ServerConfig:
     producer_backoff_max_ms: int = 1_000
     producer_backoff_multiplier: float = 2.0
     grace_s: float = 10.0                        # SIGTERM: how long in-flight calls may finish
-    max_workers: int = 64                        # threads for blocking broker calls (long polls)
+    max_workers: int = 64                        # threads for broker calls that wait for the disk (SYNC_FLUSH)
 
     def __post_init__(self) -> None:
         self.validate()
