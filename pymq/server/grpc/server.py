@@ -23,6 +23,7 @@ from rocketmq.grpc_protocol import service_pb2_grpc as svc_grpc
 from pymq.broker.client_manager import ClientManager
 from pymq.broker.receipt_handle import InvalidReceiptHandleError, decode_receipt_handle
 
+from ..error_log import RequestErrorLog
 from .auth import Authenticator
 from .consume import ConsumeActivity
 from .groups import GroupView
@@ -65,6 +66,7 @@ class GrpcServer:
         self.clients: ClientManager = clients if clients is not None else ClientManager(cfg.client_expire_ms)
         self.executor = ThreadPoolExecutor(max_workers=cfg.max_workers, thread_name_prefix="pymq-grpc")
         self.stats = ServerStats()
+        self.error_log = RequestErrorLog(log)
         self.stopping = False
         self.port = cfg.port
         self._inline = not broker.config.sync_flush
@@ -82,6 +84,11 @@ class GrpcServer:
         #: ``observer(method, response code name, seconds)`` after each call (the metrics'
         #: ``rocketmq_rpc_latency``, set by pymq.server.metrics); None: no timing
         self.rpc_observer = None
+
+    def note_error(self, kind: str, message: str, exc: Optional[BaseException] = None) -> None:
+        """Count a failed call; log it at most once a minute per kind (:mod:`..error_log`)."""
+        self.stats.errors += 1
+        self.error_log.note(kind, message, exc)
 
     async def call(self, fn, *args):
         """``fn(*args)`` on the loop (``ASYNC_FLUSH``) or on the thread pool (``SYNC_FLUSH``)."""

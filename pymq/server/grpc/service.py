@@ -5,7 +5,6 @@ response, never a broken call: the clients read ``status.code``.
 
 from __future__ import annotations
 
-import logging
 import time
 
 from rocketmq.grpc_protocol import service_pb2 as svc
@@ -14,7 +13,6 @@ from rocketmq.grpc_protocol import service_pb2_grpc as svc_grpc
 from .context import make_context
 from .status import Code, RequestError, ok, status, status_of
 
-log = logging.getLogger("pymq.server")
 
 
 class MessagingService(svc_grpc.MessagingServiceServicer):
@@ -34,9 +32,11 @@ class MessagingService(svc_grpc.MessagingServiceServicer):
             resp = await handler(ctx, request)
             return resp
         except Exception as exc:
-            if not isinstance(exc, RequestError):
-                log.exception("%s failed", response_type.DESCRIPTOR.name)
-            server.stats.errors += 1
+            if isinstance(exc, RequestError):
+                server.stats.errors += 1
+            else:
+                name = response_type.DESCRIPTOR.name[:-len("Response")]
+                server.note_error(name, f"{name} failed: {exc!r}", exc)
             resp = response_type(status=status_of(exc))
             return resp
         finally:
@@ -150,5 +150,5 @@ def _observe(server, method: str, resp, started: float) -> None:
     code = Code.Name(resp.status.code) if resp is not None and resp.HasField("status") else "UNKNOWN"
     try:
         server.rpc_observer(method, code, time.perf_counter() - started)
-    except Exception:           # metrics must never break a call
-        log.exception("rpc observer failed")
+    except Exception as e:      # metrics must never break a call
+        server.note_error("metrics", "rpc observer failed", e)

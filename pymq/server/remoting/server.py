@@ -24,6 +24,7 @@ from typing import Optional
 from pymq.errors import PymqError
 
 from ..addresses import route_host
+from ..error_log import RequestErrorLog
 from .admin import AdminProcessor
 from .auth import RemotingAuthenticator
 from .client_manage import ClientManageProcessor
@@ -38,7 +39,6 @@ from .transaction import EndTransactionProcessor
 log = logging.getLogger("pymq.server.remoting")
 
 HOUSEKEEPING_S = 10.0
-ERROR_WINDOW_S = 60.0
 
 
 @dataclasses.dataclass
@@ -104,7 +104,7 @@ class RemotingServer:
         self._inline = not broker.config.sync_flush
         self._servers: list[asyncio.AbstractServer] = []
         self._tasks: list[asyncio.Task] = []
-        self._errors: dict[str, list] = {}        # kind -> [suppressed count, window start]
+        self.error_log = RequestErrorLog(log)
         self.started_at = time.monotonic()
         self._opaque = 0
         self.loop: Optional[asyncio.AbstractEventLoop] = None
@@ -138,21 +138,9 @@ class RemotingServer:
         return f"{route_host(cfg.host, cfg.advertised_host)}:{self.ports.get('broker', cfg.broker_port or 0)}"
 
     def note_error(self, kind: str, message: str, exc: Optional[BaseException] = None) -> None:
-        """Log a failure once per ``ERROR_WINDOW_S`` per kind; the rest are counted and
-        reported with the next one logged."""
+        """Count a failure; log it at most once a minute per kind (:mod:`..error_log`)."""
         self.stats.errors += 1
-        now = time.monotonic()
-        entry = self._errors.get(kind)
-        if entry is not None and now - entry[1] < ERROR_WINDOW_S:
-            entry[0] += 1
-            return
-        suppressed = entry[0] if entry is not None else 0
-        self._errors[kind] = [0, now]
-        more = f" ({suppressed} more since the last report)" if suppressed else ""
-        if exc is not None:
-            log.warning("%s%s", message, more, exc_info=exc)
-        else:
-            log.warning("%s%s", message, more)
+        self.error_log.note(kind, message, exc)
 
     def next_opaque(self) -> int:
         """The opaque of a request the server sends."""
