@@ -15,11 +15,17 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from typing import Optional, Union
+from typing import TYPE_CHECKING, Optional, Union
 
 from pymq.consumer import Consumer as _SyncConsumer
 
 from .store import AsyncStore
+
+if TYPE_CHECKING:
+    from pymq._core.appender import PutMessageResult
+    from pymq._core.message import MessageExt
+    from pymq.broker import Broker
+    from pymq.message_store import MessageStore
 
 
 class Consumer:
@@ -34,11 +40,13 @@ class Consumer:
     message not handed out.
     """
 
-    def __init__(self, store, group: str, topic: str, tags: Optional[str] = None,
-                 consume_from: Union[str, int] = "earliest", pull_batch_size: int = 32) -> None:
+    def __init__(self, store: Union[MessageStore, Broker, AsyncStore], group: str, topic: str,
+                 tags: Optional[str] = None, consume_from: Union[str, int] = "earliest",
+                 pull_batch_size: int = 32) -> None:
         self._astore = AsyncStore(store)
         self._inner = _SyncConsumer(self._astore.store, group, topic, tags, consume_from, pull_batch_size)
-        self._buffer: collections.deque = collections.deque()     # ((topic, queue id), message)
+        # ((topic, queue id), message)
+        self._buffer: collections.deque[tuple[tuple[str, int], MessageExt]] = collections.deque()
 
     @property
     def group(self) -> str:
@@ -87,7 +95,7 @@ class Consumer:
                 self._buffer.extend(((topic, qid), m) for topic, qid, msgs in batches for m in msgs)
                 return
 
-    async def poll(self, timeout_s: float = 1.0) -> list:
+    async def poll(self, timeout_s: float = 1.0) -> list[MessageExt]:
         """The next messages from all queues; waits up to ``timeout_s`` for some to arrive."""
         if not self._buffer:
             await self._fill(timeout_s)
@@ -98,14 +106,14 @@ class Consumer:
     def __aiter__(self) -> "Consumer":
         return self
 
-    async def __anext__(self):
+    async def __anext__(self) -> MessageExt:
         while not self._buffer:
             if not self._astore.store.running:
                 raise StopAsyncIteration
             await self._fill(1.0)
         return self._buffer.popleft()[1]
 
-    def _handed_positions(self) -> dict:
+    def _handed_positions(self) -> dict[tuple[str, int], int]:
         positions = dict(self._inner._positions)
         seen = set()
         for key, m in self._buffer:          # the first message of a queue not handed out yet
@@ -121,7 +129,7 @@ class Consumer:
         for (topic, qid), offset in self._handed_positions().items():
             store.commit_offset(self.group, topic, qid, offset)
 
-    async def reconsume_later(self, msg, delay_level: int = 0):
+    async def reconsume_later(self, msg: Union[MessageExt, int], delay_level: int = 0) -> PutMessageResult:
         """Hand ``msg`` back for a later retry (needs a :class:`pymq.Broker`); see
         :meth:`pymq.Consumer.reconsume_later`."""
         return await self._astore.call(self._inner.reconsume_later, msg, delay_level)

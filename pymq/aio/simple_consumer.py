@@ -19,24 +19,30 @@ back to the group, as any message received and never acked.
 from __future__ import annotations
 
 import asyncio
-from typing import Optional
+from typing import TYPE_CHECKING, Iterable, Optional, Union
 
 from pymq.simple_consumer import SimpleConsumer as _SyncSimpleConsumer
 from pymq.simple_consumer import _handle, _ms
 
 from .store import AsyncStore
 
+if TYPE_CHECKING:
+    from pymq._core.message import MessageExt
+    from pymq.broker import Broker
+    from pymq.broker.receipt_handle import InvalidReceiptHandleError
+
 
 class SimpleConsumer:
     """Receive ``topic`` as consumer ``group`` of a :class:`pymq.Broker` from asyncio
     (arguments as :class:`pymq.SimpleConsumer`: ``tags``, ``await_duration`` seconds)."""
 
-    def __init__(self, store, group: str, topic: str, tags: Optional[str] = None,
+    def __init__(self, store: Union[Broker, AsyncStore], group: str, topic: str, tags: Optional[str] = None,
                  await_duration: float = 0.0) -> None:
         self._astore = AsyncStore(store)
         broker = self._astore.store
         if getattr(broker, "pop_service", None) is None:
             raise TypeError("pymq.aio.SimpleConsumer needs a pymq.Broker (a MessageStore has no pop)")
+        self._broker: Broker = broker  # type: ignore[assignment]  # a Broker: it has the pop service
         self._inner = _SyncSimpleConsumer(broker, group, topic, tags, await_duration)
 
     group = property(lambda self: self._inner.group, doc="The consumer group.")
@@ -46,13 +52,13 @@ class SimpleConsumer:
     await_duration = property(lambda self: self._inner.await_duration,
                               doc="Seconds ``receive`` waits when there is nothing.")
 
-    async def receive(self, max_message_num: int, invisible_duration: float) -> list:
+    async def receive(self, max_message_num: int, invisible_duration: float) -> list[MessageExt]:
         """Up to ``max_message_num`` messages, each hidden from the group for
         ``invisible_duration`` seconds; an empty list when none came within
         ``await_duration``. Each carries its ``receipt_handle`` and ``delivery_attempt``."""
         invisible_ms = _ms(invisible_duration, "invisible_duration", 1)
         astore = self._astore
-        broker = astore.store
+        broker = self._broker
         pop = broker.pop_service
         group, topic, tags = self.group, self.topic, self.tags
         loop = asyncio.get_running_loop()
@@ -66,20 +72,21 @@ class SimpleConsumer:
             ready, wait_s = pop.wait_condition(group, topic, version, remaining)
             await astore.waiters().wait((topic,), ready, wait_s)
 
-    async def ack(self, message) -> None:
+    async def ack(self, message: Union[MessageExt, str]) -> None:
         """Acknowledge a received message (or its receipt handle); raises
         :class:`pymq.InvalidReceiptHandleError` when the delivery is no longer current."""
-        await self._astore.call(self._astore.store.ack_message, _handle(message))
+        await self._astore.call(self._broker.ack_message, _handle(message))
 
-    async def ack_messages(self, messages) -> list:
+    async def ack_messages(self, messages: Iterable[Union[MessageExt, str]]
+                           ) -> list[Optional[InvalidReceiptHandleError]]:
         """Acknowledge several messages with one wait for the disk; one entry per
         message: None when acked, else the :class:`pymq.InvalidReceiptHandleError`."""
         handles = [_handle(m) for m in messages]
-        broker = self._astore.store
+        broker = self._broker
         broker._check_open()
         return await self._astore.call(broker.pop_service.ack_messages, handles)
 
-    async def change_invisible_duration(self, message, invisible_duration: float) -> str:
+    async def change_invisible_duration(self, message: Union[MessageExt, str], invisible_duration: float) -> str:
         """Hide a received message for ``invisible_duration`` seconds from now; returns
         (and sets on the message) its new receipt handle."""
         return await self._astore.call(self._inner.change_invisible_duration, message, invisible_duration)

@@ -18,11 +18,18 @@ from __future__ import annotations
 
 import asyncio
 import os
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Union
 
 from pymq.status import PutMessageStatus
 
 from ._waiters import LoopWaiters
+
+if TYPE_CHECKING:
+    from pymq._core.appender import PutMessageResult
+    from pymq._core.message import Message
+    from pymq.broker import Broker, BrokerConfig
+    from pymq.config import StoreConfig
+    from pymq.message_store import MessageStore
 
 
 class AsyncStore:
@@ -33,12 +40,12 @@ class AsyncStore:
     if needed and shuts it down at the end, off the loop.
     """
 
-    def __init__(self, store) -> None:
+    def __init__(self, store: Union[MessageStore, Broker, AsyncStore]) -> None:
         if isinstance(store, AsyncStore):
             store = store.store
         if not callable(getattr(store, "add_arrival_listener", None)):
             raise TypeError(f"AsyncStore wraps a pymq.MessageStore or pymq.Broker, not {type(store).__name__}")
-        self.store = store
+        self.store: MessageStore = store
         self._sync = store.config.sync_flush
 
     @property
@@ -53,7 +60,7 @@ class AsyncStore:
             await self.run_blocking(self.store.start)
         return self
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
     async def aclose(self) -> None:
@@ -73,7 +80,7 @@ class AsyncStore:
 
     # -- writing -----------------------------------------------------------------------
 
-    async def put_message(self, msg):
+    async def put_message(self, msg: Message) -> PutMessageResult:
         """Append ``msg``; a :class:`pymq.PutMessageResult` (as ``store.put_message``).
         Under ``SYNC_FLUSH`` it returns once the record is on disk, or with
         ``FLUSH_DISK_TIMEOUT`` after ``sync_flush_timeout`` ms, without blocking the
@@ -83,7 +90,7 @@ class AsyncStore:
             return self.store.put_message(msg)
         return await self._flushed(self.store.async_put_message(msg))
 
-    async def put_messages(self, msgs):
+    async def put_messages(self, msgs: Iterable[Message]) -> PutMessageResult:
         """``put_messages`` (one batch of one topic and queue), as :meth:`put_message`."""
         if not self._sync:
             return self.store.put_messages(msgs)
@@ -122,9 +129,11 @@ class AsyncStore:
         store = self.store
         store._check_open()
         cq = store.consume_queues.find_consume_queue(topic, queue_id)
-        return await self.waiters().wait((topic,), lambda: offset < cq.get_max_offset_in_queue(), timeout_s)
+        return await self.waiters().wait(   # find_consume_queue creates the queue: cq is not None
+            (topic,), lambda: offset < cq.get_max_offset_in_queue(), timeout_s)  # type: ignore[union-attr]
 
-    async def wait_messages(self, topic, offsets: dict, timeout_s: float) -> bool:
+    async def wait_messages(self, topic: Union[str, Iterable[str]],
+                            offsets: Union[dict[int, int], dict[str, dict[int, int]]], timeout_s: float) -> bool:
         """``store.wait_messages`` awaited: True as soon as a queue in ``offsets`` has a
         message at or after its offset or a new queue of the topic(s) appeared."""
         self.store._check_open()
@@ -135,27 +144,29 @@ class AsyncStore:
         return f"AsyncStore({self.store!r})"
 
 
-def _flush_timed_out(fut: asyncio.Future, result) -> None:
+def _flush_timed_out(fut: asyncio.Future[PutMessageResult], result: PutMessageResult) -> None:
     if not fut.done():          # the disk hangs: as put_message, a timeout status
         result.set_status(PutMessageStatus.FLUSH_DISK_TIMEOUT)
         fut.set_result(result)
 
 
-async def open_store(path: str | os.PathLike, config=None, read_only: bool = False) -> AsyncStore:
+async def open_store(path: str | os.PathLike, config: Optional[StoreConfig] = None,
+                     read_only: bool = False) -> AsyncStore:
     """Open (recover) and start a :class:`pymq.MessageStore` off the loop."""
     from pymq.message_store import MessageStore
 
-    def build():
+    def build() -> MessageStore:
         return MessageStore(path, config, read_only=read_only).start()
 
     return AsyncStore(await asyncio.get_running_loop().run_in_executor(None, build))
 
 
-async def open_broker(path: str | os.PathLike, config=None, broker_config=None) -> AsyncStore:
+async def open_broker(path: str | os.PathLike, config: Optional[StoreConfig] = None,
+                      broker_config: Optional[BrokerConfig] = None) -> AsyncStore:
     """Open and start a :class:`pymq.Broker` off the loop."""
     from pymq.broker import Broker
 
-    def build():
+    def build() -> Broker:
         return Broker(path, config, broker_config).start()
 
     return AsyncStore(await asyncio.get_running_loop().run_in_executor(None, build))
