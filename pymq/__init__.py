@@ -25,7 +25,7 @@ from pymq.errors import (
 from pymq.consumer import Consumer
 from pymq.simple_consumer import SimpleConsumer
 from pymq.message_store import MessageStore
-from pymq.broker import Broker, BrokerConfig
+from pymq.broker import Broker, BrokerConfig, SubscriptionGroupConfig
 from pymq.broker.transaction import TransactionResolution
 from pymq.broker.pop_service import PopResult, PopStatus
 from pymq.broker.receipt_handle import InvalidReceiptHandleError
@@ -58,6 +58,7 @@ __all__ = [
     "SimpleConsumer",
     "StoreConfig",
     "StoreLockedError",
+    "SubscriptionGroupConfig",
     "StoreStateError",
     "TransactionResolution",
 ]

@@ -42,6 +42,9 @@ class SimpleConsumer:
 
     def __init__(self, store, group: str, topic: str, tags: Optional[str] = None,
                  await_duration: float = 0.0) -> None:
+        if not callable(getattr(store, "pop_message", None)):
+            raise TypeError(f"SimpleConsumer receives from a pymq.Broker (pop is the broker's), not "
+                            f"{type(store).__name__}")
         if not isinstance(group, str) or not group or not isinstance(topic, str) or not topic:
             raise ValueError("group and topic must be non-empty strings")
         parse_tag_expression(tags)

@@ -6,5 +6,6 @@ adapters in front of it. Nothing in ``pymq.store`` or ``pymq._core`` imports thi
 
 from .broker import Broker
 from .broker_config import BrokerConfig
+from .subscription_group import SubscriptionGroupConfig
 
-__all__ = ["Broker", "BrokerConfig"]
+__all__ = ["Broker", "BrokerConfig", "SubscriptionGroupConfig"]

@@ -12,8 +12,9 @@ This class wires and delegates; the algorithms live in the modules beside it.
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from pymq.config import StoreConfig
 from pymq.message_store import MessageStore
@@ -24,7 +25,7 @@ from .client_manager import ClientManager
 from .pop_service import PopMessageService
 from .rebalance_lock import RebalanceLockManager
 from .retry import SendMessageBackService
-from .subscription_group import SubscriptionGroupManager
+from .subscription_group import SubscriptionGroupConfig, SubscriptionGroupManager
 from .topic_config import TopicConfigManager
 from .transaction import TransactionalMessageService
 
@@ -92,6 +93,26 @@ class Broker(MessageStore):
         """The store's :meth:`~pymq.MessageStore.stats` plus ``pop``: per consumer group
         and topic, messages in flight (received, not acked), waiting (FIFO) and unread."""
         return broker_stats(self, super().stats())
+
+    # -- consumer groups ---------------------------------------------------------------------
+
+    def update_subscription_group(self, group: str, **settings: Any) -> SubscriptionGroupConfig:
+        """Create or change consumer group ``group`` (mqadmin's ``updateSubGroup``) and
+        persist it in ``config/subscriptionGroup.json``; ``settings`` are fields of
+        :class:`~pymq.broker.subscription_group.SubscriptionGroupConfig`, e.g.
+        ``consume_message_orderly=True`` (a FIFO group: the messages of one message group
+        are received one at a time, in order) or ``retry_max_times=3``. Fields not given
+        keep their current (or default) values. Returns the group's new settings."""
+        if not isinstance(group, str) or not group:
+            raise TypeError("group must be a non-empty str")
+        current = self.subscription_group_manager.find_subscription_group_config(group)
+        base = current if current is not None else SubscriptionGroupConfig(group)
+        fields = {f.name for f in dataclasses.fields(SubscriptionGroupConfig)} - {"group_name"}
+        unknown = set(settings) - fields
+        if unknown:
+            raise TypeError(f"unknown subscription group settings: {', '.join(sorted(unknown))}")
+        return self.subscription_group_manager.update_subscription_group_config(
+            dataclasses.replace(base, **settings))
 
     # -- retry and dead letter ---------------------------------------------------------------
 

@@ -128,11 +128,22 @@ def _messages_out(args: argparse.Namespace, msgs: list) -> None:
 @command("topic-list", "list the topics of a store", _json_flag)
 def cmd_topic_list(args: argparse.Namespace) -> int:
     with _open_store(args) as store:
-        topics = admin.topic_list(store)
+        topics = sorted(set(admin.topic_list(store)) | _configured_topics(args.store))
     width = max((len(t) for t in topics), default=0)
     _emit(args, topics, "\n".join(f"{t.ljust(width)}  ({admin.topic_kind(t)})" if admin.topic_kind(t) else t
                                    for t in topics))
     return 0
+
+
+def _configured_topics(store_dir: str) -> set[str]:
+    """Topics a broker created in ``config/topics.json`` (a retry topic before its first
+    message arrives there, a topic made by ``updateTopic``), read without changing it."""
+    from pymq.broker import BrokerConfig
+    from pymq.broker.topic_config import TopicConfigManager
+    table = TopicConfigManager(store_dir, BrokerConfig())
+    table.read_only = True
+    table.load()
+    return set(table.topics())
 
 
 def _topic_arg(parser: argparse.ArgumentParser, required: bool = True) -> None:
