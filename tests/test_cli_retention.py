@@ -77,3 +77,19 @@ def test_maintenance_commands_refuse_a_locked_store(tmp_path, capfd):
         assert code == 2 and "lock" in err.lower()
     code, out, err = run(capfd, ["--store", str(tmp_path / "none"), "clean-expired"])
     assert code == 2 and "no store" in err
+
+
+def test_clean_expired_force_deletes_past_one_pass_batch(tmp_path, capfd):
+    """`--force` deletes every segment but the one being written, even when that is more
+    than one cleaning pass takes (delete_files_batch_max, 10)."""
+    path = str(tmp_path / "s")
+    make_store(path, n=5000)
+    segments = sorted((tmp_path / "s" / "commitlog").iterdir())
+    assert len(segments) > 12
+    code, out, err = run(capfd, ["--store", path, "clean-expired", "--force", "--json"])
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["commitlog"] == len(segments) - 1
+    assert [p.name for p in (tmp_path / "s" / "commitlog").iterdir()] == [segments[-1].name]
+    with pymq.MessageStore(path, read_only=True) as ro:
+        assert ro.get_min_phy_offset() == int(segments[-1].name)

@@ -55,7 +55,16 @@ def cmd_clean_expired(args: argparse.Namespace) -> int:
     # --force: the smallest reserve there is (one millisecond)
     hours = 1 / 3_600_000 if args.force else args.reserved_hours
     with _open_writer(args, file_reserved_time=hours) as store:
+        # a pass deletes at most delete_files_batch_max segments: pass again until one
+        # deletes nothing, so the command does what it says whatever the backlog
         out = store.delete_expired_files()
+        while True:
+            more = store.delete_expired_files()
+            for key in ("commitlog", "consume_queue", "index", "timer_log"):
+                out[key] += more[key]
+            out["disk_ratio"] = more["disk_ratio"]
+            if not any(more[key] for key in ("commitlog", "consume_queue", "index", "timer_log")):
+                break
         out["min_commitlog_offset"] = store.get_min_phy_offset()
     _emit(args, out, _table(["Commit Log", "Consume Queue", "Index", "Timer Log", "Min Offset", "Disk Used"],
                             [(out["commitlog"], out["consume_queue"], out["index"], out["timer_log"],
