@@ -234,3 +234,51 @@ def test_forced_cleaning_frees_a_full_disk_by_itself(tmpfs):
         assert lo > 0 and store.get_message("g", "Full", 0, 0).status is GetMessageStatus.OFFSET_TOO_SMALL
     finally:
         store.shutdown()
+
+
+def _guard_refusal(total, free, warning=0.9, reserve=2 * 8 * 1048576):
+    from pymq.store.disk_guard import DiskGuard, DiskUsage
+
+    calls = []
+    guard = DiskGuard("/data/store", warning, lambda *a: calls.append(a), reserve,
+                      usage_fn=lambda p: DiskUsage(p, total, free))
+    guard.check()
+    assert guard.full and calls[-1][0] is False
+    return calls[-1][1]
+
+
+def test_refusal_names_the_ratio_rule():
+    mib = 1048576
+    msg = _guard_refusal(1000 * mib, 97 * mib)
+    assert msg == ("disk of /data/store is 90.3% full (97.0 MiB free of 1000.0 MiB): puts are refused above 90% "
+                   "until space returns")
+
+
+def test_refusal_names_the_two_segment_reserve():
+    """Below the warning line, but the next segment and the one allocated ahead would
+    pass it: the message says so, with the sizes (it used to blame the 90 % line)."""
+    mib = 1048576
+    msg = _guard_refusal(100 * mib, int(12.7 * mib))
+    assert msg == ("disk of /data/store is 87.3% full (12.7 MiB free of 100.0 MiB): puts are refused until space "
+                   "returns: two more commit-log segments (the next one and the one allocated ahead) need 16.0 MiB, "
+                   "and the disk has 2.7 MiB left below the 90% line")
+    assert "above 90%" not in msg
+    # with no warning line to speak of, free space is what is short
+    msg = _guard_refusal(100 * mib, 3 * mib, warning=1.0)
+    assert msg.endswith("need 16.0 MiB, and the disk has only 3.0 MiB free")
+
+
+def test_a_real_refusal_for_want_of_two_segments(tmpfs):
+    """Segments of 512 KiB on a 3 MiB disk: puts stop at about 60 % full, when the next
+    two segments would pass the 90 % line; the message blames the segments."""
+    store = pymq.MessageStore(tmpfs / "store", cfg(commitlog_file_size=512 * 1024)).start()
+    try:
+        acked, refused = put_until_refused(store)
+        assert refused.status is PutMessageStatus.SERVICE_NOT_AVAILABLE
+        u = store.disk_usage()
+        assert u.ratio < 0.9
+        assert "above 90%" not in refused.error, refused.error
+        assert "two more commit-log segments" in refused.error and "need 1.0 MiB" in refused.error, refused.error
+        assert store.stats()["disk"]["puts_refused"] is True
+    finally:
+        store.shutdown()

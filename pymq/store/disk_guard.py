@@ -9,8 +9,9 @@ pymq does the same, and also looks before it leaps: a new commit-log segment (an
 index file) is allocated only if the disk keeps below the warning ratio, and with room
 for the segment, afterwards. So a full disk is met with a clear status at a segment
 boundary, never with ENOSPC inside a write: segments are allocated whole
-(``posix_fallocate``) and never grow. The refusal names the disk and its usage, is
-logged once per episode, and lifts by itself when space returns (a cleaning pass or a
+(``posix_fallocate``) and never grow. The refusal names the disk, its usage and the rule
+that refused (the ratio past the warning level, or no room below it for the next two
+segments), is logged once per episode, and lifts by itself when space returns (a cleaning pass or a
 user deleting files).
 """
 
@@ -46,6 +47,10 @@ class DiskUsage:
                 f"of {self.total / 1048576:.1f} MiB)")
 
 
+def _mib(nbytes: int) -> str:
+    return f"{nbytes / 1048576:.1f} MiB"
+
+
 def disk_usage(path: str) -> DiskUsage:
     """Usage of the partition holding ``path`` (``statvfs``). Free space is what this
     process may allocate (root may use the reserved blocks)."""
@@ -66,10 +71,14 @@ class DiskGuard:
 
     def __init__(self, path: str, warning_ratio: float, set_writeable: Callable[..., None],
                  reserve_bytes: int, accepting: Callable[[], bool] = lambda: True,
-                 usage_fn: Callable[[str], DiskUsage] = disk_usage) -> None:
+                 usage_fn: Callable[[str], DiskUsage] = disk_usage,
+                 reserve_what: str = "two more commit-log segments (the next one and the one allocated ahead)") -> None:
         self.path = path
         self.warning_ratio = warning_ratio
-        self.reserve_bytes = reserve_bytes      # one commit-log segment: the next roll's need
+        # room kept below the warning ratio: the store passes two commit-log segments (the
+        # next roll's need, as ``CommitLog._roll`` checks it); ``reserve_what`` names it
+        self.reserve_bytes = reserve_bytes
+        self.reserve_what = reserve_what
         self.set_writeable = set_writeable
         self.accepting = accepting
         self.usage_fn = usage_fn
@@ -106,7 +115,8 @@ class DiskGuard:
 
     def check(self) -> Optional[DiskUsage]:
         """Measure the disk; refuse puts when it is past the warning ratio or has no room
-        for the next segment, resume them when it has. Returns the usage measured."""
+        below it for the reserve (the next two segments), resume them when it has.
+        Returns the usage measured."""
         u = self.usage()
         if u is None:
             return None
@@ -127,9 +137,26 @@ class DiskGuard:
         with self._lock:
             self._refuse(u)
 
+    def refusal(self, u: Optional[DiskUsage]) -> str:
+        """Why puts are refused on a disk measured as ``u``: the disk and its usage, and
+        the rule that refused: the used ratio past the warning level, or too little room
+        below that level (or free) for the reserve (two more commit-log segments)."""
+        line = f"{self.warning_ratio:.0%}"
+        if u is None:
+            return f"disk of {self.path} cannot be measured: puts are refused until space returns"
+        what = u.describe()
+        if u.ratio > self.warning_ratio:
+            return f"{what}: puts are refused above {line} until space returns"
+        # below the line: the room left under it (and in free space) is short of the reserve
+        room = max(0, min(u.free, int(self.warning_ratio * u.total) - (u.total - u.free)))
+        if not self.room_for(self.reserve_bytes, u):
+            return (f"{what}: puts are refused until space returns: {self.reserve_what} need "
+                    f"{_mib(self.reserve_bytes)}, and the disk has "
+                    + (f"{_mib(room)} left below the {line} line" if room < u.free else f"only {_mib(room)} free"))
+        return f"{what}: puts are refused until space returns: a commit-log segment could not be allocated"
+
     def _refuse(self, u: Optional[DiskUsage]) -> None:
-        what = u.describe() if u is not None else f"disk of {self.path} is full"
-        reason = f"{what}: puts are refused above {self.warning_ratio:.0%} until space returns"
+        reason = self.refusal(u)
         if not self.full:
             self.full = True
             self.episodes += 1

@@ -26,6 +26,7 @@ from pymq._core.index_query import IndexQuerier
 from pymq._core.mapped_file import MappedFile
 from pymq.config import StoreConfig
 from pymq.errors import DiskFullError
+from pymq.store.episode_log import EpisodeLog
 
 log = logging.getLogger("pymq")
 
@@ -56,6 +57,9 @@ class IndexService:
         self.builder.enabled = config.message_index_enable
         self.enabled = config.message_index_enable
         self.disk_guard = None                  # set by the store (DiskGuard) for writers
+        # a pause for want of space is one episode: logged when it starts (ten-minute
+        # reminders while it lasts) and when a new index file is created again
+        self.pause_log = EpisodeLog(log, "indexing")
 
     @property
     def index_files(self) -> list[IndexFile]:
@@ -116,6 +120,10 @@ class IndexService:
             prev = self.index_files[-1] if self.index_files else None
             if prev is not None and not prev.is_write_full():
                 return prev
+            if not self.builder.enabled:
+                # the builder paused on an earlier key of the same record and asks again
+                # for each further key: that pause is noted already
+                return None
             guard = self.disk_guard
             if guard is not None and not guard.fits(self.file_size):
                 self._note_paused(guard.last.describe() if guard.last else "no room")
@@ -135,14 +143,30 @@ class IndexService:
                           prev.end_phy_offset if prev is not None else 0,
                           prev.end_timestamp if prev is not None else 0)
             self.index_files = self.index_files + [f]
+            self.pause_log.succeeded()          # ends a pause episode ("recovered after ...")
             if prev is not None:
                 threading.Thread(target=self._flush_full, args=(prev,), name="pymq-FlushIndexFile",
                                  daemon=True).start()
             return f
 
     def _note_paused(self, why: str) -> None:
-        log.error("indexing paused: no room for a %d-byte index file (%s); messages stay readable "
-                  "by queue and are indexed when space returns", self.file_size, why)
+        """Count a failed attempt to create an index file; the first of an episode is
+        logged (``EpisodeLog``), the others are counted until one succeeds."""
+        self.pause_log.failed(f"paused, no room for a {self.file_size}-byte index file ({why}); "
+                              f"messages stay readable by queue and are indexed when space returns")
+
+    @property
+    def paused(self) -> bool:
+        """Whether indexing is paused for want of space (``paused_at`` >= 0)."""
+        return self.paused_at >= 0
+
+    @property
+    def pause_reason(self) -> Optional[str]:
+        """Why indexing is paused (the last failed attempt), or None."""
+        if not self.paused:
+            return None
+        e = self.pause_log.last_error
+        return e if isinstance(e, str) or e is None else str(e)
 
     @property
     def paused_at(self) -> int:
@@ -158,7 +182,8 @@ class IndexService:
         guard = self.disk_guard
         if guard is not None and not guard.fits(self.file_size):
             return -1
-        log.warning("indexing resumes from commit-log offset %d", at)
+        # not logged here: the pause episode ends (one record) when a new index file
+        # exists (``_roll``); a resume whose file then cannot be allocated continues it
         self.builder.paused_at = -1
         self.builder.enabled = True
         return at

@@ -4,8 +4,9 @@ The figures of RocketMQ's StoreStatsService and broker runtime info (``mqadmin
 brokerStatus``) for one store: put and get totals and rates (from
 :mod:`.store_stats_service`), the commit log's extent and how far flushing and dispatch
 are behind, per topic and queue offsets, per group consumer lag, the disk and the
-cleaning thresholds, pending delayed and timer messages, and the health of the
-background services. ``docs/operations.md`` lists every key.
+cleaning thresholds, the key index (paused for want of space or not), pending delayed
+and timer messages, and the health of the background services. ``docs/operations.md``
+lists every key.
 
 Nothing here runs on the put path: the dict is built when asked for. A read-only store
 (``pymq stats`` on a live store) re-reads the writer's side files (consumer offsets,
@@ -152,6 +153,28 @@ def _commit_log(store, bounds: dict) -> dict:
     }
 
 
+def _index(store) -> dict:
+    """The key index: whether it is being built, and whether it paused for want of space
+    (then ``query_message`` finds nothing stored from ``paused_at`` on)."""
+    ix = store.index_service
+    enabled = bool(store.config.message_index_enable)
+    if store.read_only:                  # the writer's builder is not visible from here
+        paused, paused_at, reason, episodes = None, None, None, None
+    else:
+        paused, paused_at = ix.paused, ix.paused_at
+        reason, episodes = ix.pause_reason, ix.pause_log.episodes
+    return {
+        "enabled": enabled,
+        "paused": paused,
+        "paused_at": paused_at,
+        "reason": reason,
+        "indexed_through": ix.indexed_through() if enabled else None,
+        "files": len(ix.index_files),
+        "file_size_bytes": ix.file_size,
+        "pause_episodes": episodes,
+    }
+
+
 def _delay(store, bounds: dict) -> dict:
     if store.read_only:
         offsets = DelayOffsetManager(store.store_path)
@@ -231,6 +254,7 @@ def store_stats(store, stats_service, backlog: TimerBacklog, offsets: Optional[d
         "topics": _topics(bounds),
         "groups": _groups(table, bounds),
         "disk": _disk(store),
+        "index": _index(store),
         "delay": _delay(store, bounds),
         "timer": _timer(store, backlog),
         "services": services(store),
