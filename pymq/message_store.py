@@ -18,7 +18,7 @@ from typing import Callable, Iterable, Optional
 from pymq._core.dispatch import CqRouter
 from pymq._core.message import Message
 from pymq._core.record import decode_message_id
-from pymq.config import StoreConfig, config_for_store, recorded_sizes, save_sizes
+from pymq.config import StoreConfig, check_sizes, config_for_store, recorded_sizes, save_sizes
 from pymq.errors import CorruptRecordError, DiskFullError, StoreStateError
 from pymq.results import GetMessageResult
 from pymq.status import BoundaryType, PutMessageStatus
@@ -90,16 +90,23 @@ class MessageStore:
                 raise StoreStateError(f"{self.store_path} holds no store (no commitlog/ directory)")
             self._open_read_only()
             return
-        if os.path.exists(self.store_path) and not os.path.isdir(self.store_path):
-            raise StoreStateError(f"{self.store_path} is not a directory")
+        # Sizes that contradict the store's would make opening grow, drop or rebuild its
+        # files for them (a last segment grown, queue and index files deleted): refuse
+        # before anything is touched. storeSizes.json is written only once the open worked.
+        check_sizes(self.store_path, self.config, config_given=config is not None)
         os.makedirs(self.store_path, exist_ok=True)
         self._lock.acquire()
         try:
-            save_sizes(self.store_path, self.config)
             self._open()
         except BaseException:
             self._lock.release()
             raise
+        try:
+            save_sizes(self.store_path, self.config)
+        except OSError as e:      # a full disk: the files still tell their sizes
+            log.error("cannot record the store's file sizes (%s): readers without a config read "
+                      "them off the files", e)
+            self._note(f"config/storeSizes.json not written: {e}")
 
     # -- opening -----------------------------------------------------------------------------
 

@@ -339,11 +339,18 @@ def test_deleted_index_is_rebuilt(filled, tmp_path):
         store.shutdown()
 
 
-def test_index_files_of_another_size_are_replaced(filled, tmp_path):
-    """Reopening with other index sizes: the old files cannot be used; queries still work."""
+def test_index_files_of_another_size_are_refused_then_rebuilt(filled, tmp_path):
+    """Reopening with other index sizes is refused and changes nothing (a wrong config must
+    not cost a store its index); with ``index/`` deleted, as the error says, the index is
+    rebuilt at the new sizes from the commit log and queries give the same answers."""
     root, oracle, answers = filled
     copy = str(tmp_path / "copy")
     shutil.copytree(root, copy)
+    before = sorted(os.listdir(os.path.join(copy, "index")))
+    with pytest.raises(pymq.SegmentSizeError, match="index"):
+        pymq.MessageStore(copy, small_config(index_hash_slots=7, index_max_entries=300))
+    assert sorted(os.listdir(os.path.join(copy, "index"))) == before
+    shutil.rmtree(os.path.join(copy, "index"))
     store = pymq.MessageStore(copy, small_config(index_hash_slots=7, index_max_entries=300)).start()
     try:
         wait_dispatched(store)

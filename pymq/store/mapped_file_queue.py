@@ -43,8 +43,10 @@ class MappedFileQueue:
     def load(self) -> None:
         """Map every segment of the directory, in name order, as fully written.
 
-        Recovery then sets the real positions. Raises ``SegmentSizeError`` when a
-        segment's length is not ``file_size`` and ``CorruptStoreError`` when the names
+        Recovery then sets the real positions. A writer gives a short last segment (a cut
+        file) its length back first, but only when the other segments show it belongs to
+        segments of ``file_size`` (``_fits_file_size``). Raises ``SegmentSizeError`` when
+        a segment's length is not ``file_size`` and ``CorruptStoreError`` when the names
         do not form a gap-free run.
         """
         if not os.path.isdir(self.store_path):
@@ -58,7 +60,7 @@ class MappedFileQueue:
         if names and not self.read_only:
             last = os.path.join(self.store_path, names[-1])
             size = os.path.getsize(last)
-            if size < self.file_size:
+            if size < self.file_size and self._fits_file_size(names):
                 # a short last segment is damage (segments are allocated whole): give it its
                 # length back so recovery can cut at the last whole record in it
                 log.warning("%s is %d bytes, not %d: extending it for recovery", last, size, self.file_size)
@@ -80,6 +82,29 @@ class MappedFileQueue:
                 mf.close()
             raise
         self.mapped_files = files
+
+    def _fits_file_size(self, names: list[str]) -> bool:
+        """Whether the segments ``names`` (sorted) were made ``file_size`` bytes long, as far
+        as the ones before the last show: each of them exactly that long, and every name
+        (a start offset) a multiple of it, one segment after the other. Only then is a
+        short last segment a cut one of this queue, to be given its length back; otherwise
+        ``file_size`` is not the size the files were made with (a wrong config), and the
+        segment is left as it is for ``load`` to refuse (``SegmentSizeError``): growing it
+        would turn the store into one of another size."""
+        size = self.file_size
+        prev = None
+        for name in names:
+            start = int(name)
+            if start % size or (prev is not None and start != prev + size):
+                return False
+            prev = start
+        for name in names[:-1]:
+            try:
+                if os.path.getsize(os.path.join(self.store_path, name)) != size:
+                    return False
+            except OSError:
+                return False
+        return True
 
     def follow(self, limit: int = 1 << 30) -> int:
         """Read-only stores: map (at most ``limit``) segments another process created since
