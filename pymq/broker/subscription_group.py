@@ -11,7 +11,11 @@ RocketMQ's shape (fastjson, written atomically with a ``.bak``)::
 ``consumeMessageOrderly`` is RocketMQ 5's FIFO flag: a FIFO group receives the messages of
 one message group in order, one at a time. ``groupRetryPolicy`` (5.x) is kept as read.
 A group unknown to the table is created on first use when
-``auto_create_subscription_group`` is on (``findSubscriptionGroupConfig``).
+``auto_create_subscription_group`` is on and its name is legal (``findSubscriptionGroupConfig``:
+``[%|a-zA-Z0-9_-]+``, at most 255 characters, see :mod:`.validators`); a group created
+explicitly (:meth:`SubscriptionGroupManager.update_subscription_group_config`) must have a
+legal name too. Groups already in the table (read from the file) are found whatever their
+names.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import dataclasses
 from typing import Any, Optional
 
 from .data_version_table import DataVersionTable
+from .validators import group_problem
 
 _KEYS = (("group_name", "groupName"), ("consume_enable", "consumeEnable"),
          ("consume_from_min_enable", "consumeFromMinEnable"),
@@ -85,19 +90,25 @@ class SubscriptionGroupManager(DataVersionTable):
         return entry.group_name
 
     def find_subscription_group_config(self, group: str) -> Optional[SubscriptionGroupConfig]:
-        """The group's config; created with the broker's defaults when it is new and
-        ``auto_create_subscription_group`` is on, else None."""
+        """The group's config; created with the broker's defaults when it is new, its name
+        is legal and ``auto_create_subscription_group`` is on, else None."""
         cfg = self.get(group)
         if cfg is not None or not self.broker_config.auto_create_subscription_group:
             return cfg
+        if group_problem(group) is not None:
+            return None
         bc = self.broker_config
         return self.put_if_absent(SubscriptionGroupConfig(group, retry_max_times=bc.max_reconsume_times,
                                                           retry_queue_nums=bc.retry_queue_nums))
 
     def update_subscription_group_config(self, cfg: SubscriptionGroupConfig) -> SubscriptionGroupConfig:
-        """Create or replace a group (mqadmin's updateSubGroup), e.g. to flag it FIFO."""
+        """Create or replace a group (mqadmin's updateSubGroup), e.g. to flag it FIFO. A new
+        group's name must be legal (ValueError); one already in the table may be changed."""
         if not isinstance(cfg.group_name, str) or not cfg.group_name:
             raise ValueError("group_name must be a non-empty str")
+        why = group_problem(cfg.group_name)
+        if why is not None and self.get(cfg.group_name) is None:
+            raise ValueError(why)
         return self.put(cfg)
 
     def delete_subscription_group_config(self, group: str) -> bool:

@@ -2,11 +2,20 @@
 
 Names follow RocketMQ 5's broker metrics (``BrokerMetricsConstant``,
 ``DefaultStoreMetricsConstant``, ``RemotingMetricsConstant``) where the figure exists
-there; pymq's own figures carry a ``pymq_`` prefix. Everything but the RPC latency
-histogram is read from ``store.stats()`` at scrape time by :class:`StoreCollector`, so
-serving metrics adds no work to puts and pulls. Process metrics (CPU, memory, open
-files, GC) come from prometheus_client's own collectors. ``docs/operations.md`` lists
-every metric with its labels and units.
+there; pymq's own figures carry a ``pymq_`` prefix. Three kinds of source:
+
+* :class:`StoreCollector` reads ``store.stats()`` at scrape time (stored messages per
+  topic, lag, in-flight, storage, the store's own put and get totals...): serving metrics
+  adds no work to puts and pulls;
+* :class:`TrafficMetrics` counts served traffic where RocketMQ's broker counts it, in the
+  protocol adapters: bytes of each successful send by topic and message type
+  (``rocketmq_throughput_in``), messages and bytes handed to consumers by topic and
+  consumer group (``rocketmq_messages_out``, ``rocketmq_throughput_out``). The servers call
+  it through their ``in_observer`` / ``out_observer`` hooks, None without metrics;
+* :class:`RpcMetrics`: the latency histogram, through the servers' ``rpc_observer``.
+
+Process metrics (CPU, memory, open files, GC) come from prometheus_client's own
+collectors. ``docs/operations.md`` lists every metric with its labels and units.
 """
 
 from __future__ import annotations
@@ -15,7 +24,7 @@ import dataclasses
 import time
 from typing import Optional
 
-from prometheus_client import CollectorRegistry, GCCollector, Histogram, PlatformCollector, ProcessCollector
+from prometheus_client import CollectorRegistry, Counter, GCCollector, Histogram, PlatformCollector, ProcessCollector
 from prometheus_client import start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
@@ -53,14 +62,18 @@ class StoreCollector:
         for t in st["topics"]:
             msgs_in.add_metric([t["topic"], is_sys[t["topic"]]], sum(q["max_offset"] for q in t["queues"]))
         yield msgs_in
-        yield CounterMetricFamily("rocketmq_throughput_in", "Bytes appended to the commit log since the store "
-                                  "opened", value=st["put"]["bytes_total"])
-        yield CounterMetricFamily("rocketmq_messages_out", "Messages returned by pulls and pops since the "
-                                  "store opened", value=st["get"]["messages_total"])
-        yield CounterMetricFamily("rocketmq_throughput_out", "Bytes of messages returned by pulls and pops "
-                                  "since the store opened", value=st["get"]["bytes_total"])
+        # the store's own totals: every append and every read, whoever made it (embedded
+        # callers, the broker's services); the served traffic is TrafficMetrics'
         yield CounterMetricFamily("pymq_messages_put", "Messages appended (every put, system topics "
                                   "included) since the store opened", value=st["put"]["messages_total"])
+        yield CounterMetricFamily("pymq_put_bytes", "Bytes appended to the commit log (every put, system topics "
+                                  "and segment-end blanks included) since the store opened",
+                                  value=st["put"]["bytes_total"])
+        yield CounterMetricFamily("pymq_get_messages", "Messages returned by the store's reads (pulls and pops "
+                                  "of every client, embedded consumers, the broker's own services) since the "
+                                  "store opened", value=st["get"]["messages_total"])
+        yield CounterMetricFamily("pymq_get_bytes", "Bytes of the messages returned by the store's reads since "
+                                  "the store opened", value=st["get"]["bytes_total"])
 
         lag = GaugeMetricFamily("rocketmq_consumer_lag_messages", "Messages of a topic the group has not "
                                 "committed (broker offset - consumer offset, summed over queues)",
@@ -130,6 +143,52 @@ class StoreCollector:
         yield failing
 
 
+class TrafficMetrics:
+    """Served traffic, counted by the protocol adapters where RocketMQ's broker counts it:
+    after a successful send (``rocketmq_throughput_in`` by topic and message type, and
+    ``pymq_messages_sent`` by the same labels) and after a receive or pull that hands
+    messages to a consumer (``rocketmq_messages_out`` and ``rocketmq_throughput_out`` by
+    topic and consumer group). Fed by each server's ``in_observer`` / ``out_observer``."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.throughput_in = Counter("rocketmq_throughput_in", "Bytes of the records stored by successful sends "
+                                     "served (gRPC and remoting), since the server started",
+                                     ["topic", "message_type"], registry=registry)
+        self.messages_sent = Counter("pymq_messages_sent", "Messages stored by successful sends served (gRPC "
+                                     "and remoting), since the server started", ["topic", "message_type"],
+                                     registry=registry)
+        self.messages_out = Counter("rocketmq_messages_out", "Messages handed to consumers by receives (gRPC) "
+                                    "and pulls (remoting), since the server started",
+                                    ["topic", "consumer_group"], registry=registry)
+        self.throughput_out = Counter("rocketmq_throughput_out", "Bytes of the records handed to consumers by "
+                                      "receives and pulls, since the server started", ["topic", "consumer_group"],
+                                      registry=registry)
+        self._in: dict = {}         # (topic, type) -> (messages child, bytes child)
+        self._out: dict = {}        # (topic, group) -> (messages child, bytes child)
+
+    def sent(self, topic: str, message_type: str, messages: int, nbytes: int) -> None:
+        """``messages`` of ``message_type`` (``normal``, ``fifo``, ``delay``, ``transaction``:
+        RocketMQ's label values, :mod:`pymq.server.traffic`), ``nbytes`` as stored, went
+        into ``topic``."""
+        key = (topic, message_type)
+        children = self._in.get(key)
+        if children is None:
+            children = self._in[key] = (self.messages_sent.labels(topic, message_type),
+                                        self.throughput_in.labels(topic, message_type))
+        children[0].inc(messages)
+        children[1].inc(nbytes)
+
+    def delivered(self, topic: str, group: str, messages: int, nbytes: int) -> None:
+        """``messages`` of ``topic`` (``nbytes`` as stored) were handed to ``group``."""
+        key = (topic, group)
+        children = self._out.get(key)
+        if children is None:
+            children = self._out[key] = (self.messages_out.labels(topic, group),
+                                         self.throughput_out.labels(topic, group))
+        children[0].inc(messages)
+        children[1].inc(nbytes)
+
+
 class RpcMetrics:
     """``rocketmq_rpc_latency`` (ms), fed by each server's ``rpc_observer`` hook."""
 
@@ -155,6 +214,7 @@ class MetricsServer:
 
     registry: CollectorRegistry
     rpc: RpcMetrics
+    traffic: TrafficMetrics
     httpd: object
     thread: object
     port: int
@@ -164,25 +224,29 @@ class MetricsServer:
         self.httpd.server_close()
 
 
-def build_registry(store, servers=()) -> tuple[CollectorRegistry, RpcMetrics]:
-    """A registry with the store's metrics, the RPC histogram and process metrics; the
-    histogram is hooked into each of ``servers`` (their ``protocol_name`` labels it)."""
+def build_registry(store, servers=()) -> tuple[CollectorRegistry, RpcMetrics, TrafficMetrics]:
+    """A registry with the store's metrics, the RPC histogram, the served traffic and
+    process metrics; the histogram (labelled by each server's ``protocol_name``) and the
+    traffic counters are hooked into each of ``servers``."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(StoreCollector(store))
     ProcessCollector(registry=registry)
     PlatformCollector(registry=registry)
     GCCollector(registry=registry)
     rpc = RpcMetrics(registry)
+    traffic = TrafficMetrics(registry)
     for server in servers:
         if server is not None:
             server.rpc_observer = rpc.observer(server.protocol_name)
-    return registry, rpc
+            server.in_observer = traffic.sent
+            server.out_observer = traffic.delivered
+    return registry, rpc, traffic
 
 
 def start_metrics_server(store, host: str, port: int, servers=()) -> MetricsServer:
     """Serve Prometheus text at ``http://host:port/metrics`` (port 0 picks one) from a
-    daemon thread, with the latencies of ``servers``; returns what was started
-    (``port`` is the bound one)."""
-    registry, rpc = build_registry(store, servers)
+    daemon thread, with the latencies and traffic of ``servers``; returns what was
+    started (``port`` is the bound one)."""
+    registry, rpc, traffic = build_registry(store, servers)
     httpd, thread = start_http_server(port, addr=host, registry=registry)
-    return MetricsServer(registry, rpc, httpd, thread, httpd.server_address[1])
+    return MetricsServer(registry, rpc, traffic, httpd, thread, httpd.server_address[1])

@@ -1,6 +1,7 @@
 """``pymq serve --metrics-port`` with 4.x clients: request latencies labelled
-``protocol_type=remoting`` by request and response code, and the 4.x clients among the
-connected ones."""
+``protocol_type=remoting`` by request and response code, the 4.x clients among the
+connected ones, and the served traffic (sends by topic and message type, pulls by topic and
+consumer group) checked against the records the store holds."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ pytest.importorskip("prometheus_client")
 
 
 def test_remoting_latencies_and_connections(remoting_server):
-    from server.test_metrics import scrape          # tests/ is on sys.path
+    from server.test_metrics import _stored, scrape          # tests/ is on sys.path
     server = remoting_server("--metrics-port", "0")
     port = int(re.search(r":(\d+)/metrics", next(x for x in server.output if "metrics on" in x)).group(1))
     c = NodeClient({"mode": "consume", "nameSrv": server.namesrv, "group": "MG", "topic": "MetricTopic"})
@@ -34,3 +35,14 @@ def test_remoting_latencies_and_connections(remoting_server):
     assert routes, "the name server's calls are measured too"
     assert m["rocketmq_consumer_connections"][()] >= 1
     assert m["rocketmq_messages_in_total"][(("is_system", "false"), ("topic", "MetricTopic"))] == 9
+    in_key = (("message_type", "normal"), ("topic", "MetricTopic"))
+    assert m["pymq_messages_sent_total"] == {in_key: 9}
+    out_key = (("consumer_group", "MG"), ("topic", "MetricTopic"))
+    assert m["rocketmq_messages_out_total"][out_key] == 9
+    bytes_in = m["rocketmq_throughput_in_total"][in_key]
+    bytes_out = m["rocketmq_throughput_out_total"][out_key]
+
+    assert server.stop() == 0
+    records = _stored(server.store, "MetricTopic")
+    assert len(records) == 9
+    assert bytes_in == bytes_out == sum(r.store_size for r in records)

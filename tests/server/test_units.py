@@ -169,3 +169,42 @@ def test_request_error_log_one_record_per_kind_and_window(caplog, monkeypatch):
     assert messages == ["ReceiveMessage failed", "AckMessage failed",
                         "ReceiveMessage failed (99 more since the last report)"]
     assert caplog.records[0].exc_info is not None and notes.noted == 102
+
+
+def test_combined_status_single_code_when_all_fail_alike():
+    from rocketmq.grpc_protocol import definition_pb2 as pb, service_pb2 as svc
+    from pymq.server.grpc.send import combined_status
+
+    def entries(*codes):
+        resp = svc.SendMessageResponse()
+        for c in codes:
+            resp.entries.add(status=pb.Status(code=c, message=pb.Code.Name(c)))
+        return resp.entries
+
+    assert combined_status(entries(pb.Code.OK, pb.Code.OK)).code == pb.Code.OK
+    too_large = combined_status(entries(*[pb.Code.MESSAGE_BODY_TOO_LARGE] * 3))
+    assert too_large.code == pb.Code.MESSAGE_BODY_TOO_LARGE and too_large.message == "MESSAGE_BODY_TOO_LARGE"
+    assert combined_status(entries(pb.Code.BAD_REQUEST)).code == pb.Code.BAD_REQUEST
+    assert combined_status(entries(pb.Code.OK, pb.Code.BAD_REQUEST)).code == pb.Code.MULTIPLE_RESULTS
+    assert combined_status(entries(pb.Code.TOO_MANY_REQUESTS, pb.Code.BAD_REQUEST)).code == pb.Code.MULTIPLE_RESULTS
+
+
+def test_subscription_group_manager_creates_only_legal_groups(tmp_path):
+    """Embedded use: the broker's group table auto-creates a group on first use only when
+    its name is legal (RocketMQ 5's ``findSubscriptionGroupConfig``); a group already in
+    the table is found whatever its name."""
+    import pymq
+    from pymq.broker.subscription_group import SubscriptionGroupConfig
+    cfg = pymq.StoreConfig(commitlog_file_size=1 << 20, consume_queue_entries=1000, index_hash_slots=64,
+                           index_max_entries=4096, warm_mapped_file_enable=False)
+    with pymq.Broker(str(tmp_path / "store"), cfg).start() as broker:
+        sgm = broker.subscription_group_manager
+        for name in ("bad group!", "g@x", "g" * 300, "%RETRY%foo", "%DLQ%foo", ""):
+            assert sgm.find_subscription_group_config(name) is None, name
+            with pytest.raises(ValueError):
+                sgm.update_subscription_group_config(SubscriptionGroupConfig(name))
+        assert sgm.find_subscription_group_config("fine_group-1").group_name == "fine_group-1"
+        assert set(sgm.groups()) >= {"fine_group-1"}
+        assert not {"bad group!", "g@x", "%RETRY%foo", "%DLQ%foo"} & set(sgm.groups())
+        with pytest.raises(pymq.broker.retry.SendBackError):
+            broker.send_message_back("bad group!", 0)

@@ -21,6 +21,7 @@ from google.protobuf import timestamp_pb2
 from pymq.aio import AsyncStore
 from pymq.broker.receipt_handle import InvalidReceiptHandleError, decode_receipt_handle
 
+from ..traffic import observe
 from . import names
 from .convert import now_ms, to_pb_message
 from .status import Code, RequestError, ok, status, status_of
@@ -151,6 +152,9 @@ class ConsumeActivity:
             self.server.stats.received += sent
             yield svc.ReceiveMessageResponse(delivery_timestamp=_timestamp_now())
         finally:
+            if sent and self.server.out_observer is not None:
+                observe(self.server, self.server.out_observer, topic, group, sent,
+                        sum(m.store_size for m in msgs[:sent]))
             if sent < len(msgs):      # the client went away: hand the rest back soon
                 await self._nack(msgs[sent:])
 

@@ -6,7 +6,7 @@ code of its own per kind of name; these checks give the same codes.
 
 from __future__ import annotations
 
-from pymq.broker.validators import group_problem, is_system_topic, topic_problem
+from pymq.broker.validators import group_problem, is_system_group, is_system_topic, topic_problem
 
 from .status import Code, RequestError
 
@@ -25,9 +25,13 @@ def check_topic(name: str, *, for_write: bool = False) -> str:
 
 
 def check_group(name: str) -> str:
-    """``name`` when it is a valid consumer group name, else ILLEGAL_CONSUMER_GROUP."""
-    if group_problem(name) is not None:
-        raise RequestError(Code.ILLEGAL_CONSUMER_GROUP, f"consumer group {name!r} is illegal")
+    """``name`` when it is a valid consumer group name, else ILLEGAL_CONSUMER_GROUP (also
+    for the broker's own groups, ``CID_RMQ_SYS_...``, as the proxy does)."""
+    why = group_problem(name)
+    if why is not None:
+        raise RequestError(Code.ILLEGAL_CONSUMER_GROUP, why)
+    if is_system_group(name):
+        raise RequestError(Code.ILLEGAL_CONSUMER_GROUP, f"consumer group {name!r} is a system group")
     return name
 
 

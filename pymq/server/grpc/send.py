@@ -19,6 +19,7 @@ from rocketmq.grpc_protocol import service_pb2 as svc
 
 from pymq.status import PutMessageStatus
 
+from ..traffic import DELAY, FIFO, NORMAL, TRANSACTION, observe
 from .convert import to_store_message
 from .status import Code, RequestError, ok, status, status_of
 from .topics import topic_for_send
@@ -29,7 +30,9 @@ _PUT_CODES = {
     PutMessageStatus.SLAVE_NOT_AVAILABLE: (Code.HA_NOT_AVAILABLE, "slave not available"),
     PutMessageStatus.SERVICE_NOT_AVAILABLE: (Code.INTERNAL_SERVER_ERROR, "store not writeable (disk full or stopping)"),
     PutMessageStatus.CREATE_MAPEDFILE_FAILED: (Code.INTERNAL_SERVER_ERROR, "could not create a commit-log file"),
-    PutMessageStatus.MESSAGE_ILLEGAL: (Code.BAD_REQUEST, "message illegal"),
+    # the request was checked before the put: what the store still refuses is the size of a
+    # record or batch (past max_message_size, or larger than a commit-log segment)
+    PutMessageStatus.MESSAGE_ILLEGAL: (Code.MESSAGE_BODY_TOO_LARGE, "message too large"),
     PutMessageStatus.PROPERTIES_SIZE_EXCEEDED: (Code.MESSAGE_PROPERTIES_TOO_LARGE, "properties too large"),
     PutMessageStatus.OS_PAGECACHE_BUSY: (Code.TOO_MANY_REQUESTS, "page cache busy"),
     PutMessageStatus.WHEEL_TIMER_MSG_ILLEGAL: (Code.ILLEGAL_DELIVERY_TIME, "delivery time out of range"),
@@ -55,12 +58,24 @@ def java_string_hash(s: str) -> int:
     return abs(h - 0x100000000 if h >= 0x80000000 else h)
 
 
+def _message_type(msg, tx: bool) -> str:
+    """The metrics' ``message_type`` of a converted message."""
+    if tx:
+        return TRANSACTION
+    if msg.message_group is not None:
+        return FIFO
+    if msg.deliver_time_ms is not None:
+        return DELAY
+    return NORMAL
+
+
 def combined_status(entries) -> pb.Status:
-    """OK when every entry is OK; the one code when all failed alike; else MULTIPLE_RESULTS."""
+    """OK when every entry is OK; the one code (the first entry's status) when all failed
+    alike; else MULTIPLE_RESULTS."""
     codes = {e.status.code for e in entries}
     if codes == {Code.OK}:
         return ok()
-    if len(entries) == 1:
+    if len(codes) == 1:
         return entries[0].status
     return status(Code.MULTIPLE_RESULTS, "entries have different results")
 
@@ -102,8 +117,13 @@ class SendActivity:
             raise RequestError(Code.FORBIDDEN, f"topic {topic!r} has no write queue")
         plain = all(not tx and msg.message_group is None and msg.deliver_time_ms is None for msg, tx in converted)
         if plain and len(converted) > 1:
-            qid = self._next_queue(topic, n)
             msgs = [msg for msg, _ in converted]
+            limit = broker.config.max_message_size
+            size = sum(len(msg.body) for msg in msgs)
+            if size > limit:       # RocketMQ: a batch is one message of its encoded size
+                raise RequestError(Code.MESSAGE_BODY_TOO_LARGE,
+                                   f"batch of {len(msgs)} bodies holds {size} bytes, more than the limit of {limit}")
+            qid = self._next_queue(topic, n)
             for msg in msgs:
                 msg.queue_id = qid
             result = await server.call(broker.put_messages, msgs)
@@ -112,6 +132,8 @@ class SendActivity:
                 e = resp.entries.add(status=st, message_id=msg.properties["UNIQ_KEY"])
                 if st.code == Code.OK:
                     e.offset = result.queue_offset + i
+            if st.code == Code.OK and server.in_observer is not None:
+                observe(server, server.in_observer, topic, NORMAL, len(msgs), result.wrote_bytes)
         else:
             for msg, tx in converted:
                 e = resp.entries.add(message_id=msg.properties["UNIQ_KEY"])
@@ -128,6 +150,9 @@ class SendActivity:
                     e.status.CopyFrom(put_status(result))
                     if e.status.code == Code.OK:
                         e.offset = result.queue_offset
+                        if server.in_observer is not None:
+                            observe(server, server.in_observer, topic, _message_type(msg, tx), 1,
+                                    result.wrote_bytes)
                 except Exception as exc:  # one entry's failure is its own
                     e.status.CopyFrom(status_of(exc))
         resp.status.CopyFrom(combined_status(resp.entries))

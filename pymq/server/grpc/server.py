@@ -84,6 +84,11 @@ class GrpcServer:
         #: ``observer(method, response code name, seconds)`` after each call (the metrics'
         #: ``rocketmq_rpc_latency``, set by pymq.server.metrics); None: no timing
         self.rpc_observer = None
+        #: ``in_observer(topic, message_type, messages, bytes)`` after a successful send and
+        #: ``out_observer(topic, group, messages, bytes)`` after messages were handed to a
+        #: consumer (the metrics' traffic counters, :mod:`pymq.server.traffic`); None: not counted
+        self.in_observer = None
+        self.out_observer = None
 
     def note_error(self, kind: str, message: str, exc: Optional[BaseException] = None) -> None:
         """Count a failed call; log it at most once a minute per kind (:mod:`..error_log`)."""

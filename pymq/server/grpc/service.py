@@ -10,6 +10,7 @@ import time
 from rocketmq.grpc_protocol import service_pb2 as svc
 from rocketmq.grpc_protocol import service_pb2_grpc as svc_grpc
 
+from . import names
 from .context import make_context
 from .status import Code, RequestError, ok, status, status_of
 
@@ -59,7 +60,7 @@ class MessagingService(svc_grpc.MessagingServiceServicer):
         ctx.require_client_id()
         group = req.group.name if req.HasField("group") and req.group.name else None
         if group:
-            self.server.groups.ensure(group)
+            self.server.groups.ensure(names.check_group(group))
         from .telemetry import CLIENT_TYPE_NAMES
         self.server.clients.register(ctx.client_id, CLIENT_TYPE_NAMES.get(req.client_type, ""), group)
         return svc.HeartbeatResponse(status=ok())

@@ -17,6 +17,7 @@ import logging
 from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as svc
 
+from . import names
 from .status import Code, ok, status, status_of
 from .transactions import recover_orphaned_transaction_command
 
@@ -102,7 +103,7 @@ class TelemetryActivity:
             group = settings.subscription.group.name or None
             topics = [s.topic.name for s in settings.subscription.subscriptions]
             if group:
-                self.server.groups.ensure(group)
+                self.server.groups.ensure(names.check_group(group))
         self.server.clients.register(ctx.client_id, client_type, group, topics, channel, settings)
 
     async def telemetry(self, ctx, request_iterator):

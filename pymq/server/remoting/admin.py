@@ -23,7 +23,7 @@ import time
 from pymq._version import __version__
 from pymq.broker.subscription_group import SubscriptionGroupConfig
 from pymq.broker.topic_config import TopicConfig
-from pymq.broker.validators import group_problem, is_system_topic, topic_problem
+from pymq.broker.validators import group_problem, is_internal_topic, is_system_topic, topic_problem
 from pymq.status import BoundaryType
 
 from .codes import RequestCode, ResponseCode
@@ -112,12 +112,24 @@ class AdminProcessor:
 
     # -- topics -------------------------------------------------------------------------------
 
+    @staticmethod
+    def _check_admin_topic(topic: str) -> None:
+        """The checks of ``AdminBrokerProcessor`` before a topic is created, changed or
+        deleted: a legal name, and not one of the broker's internal topics (schedule, timer,
+        revive, transaction ...: they hold live state). A group's retry and dead-letter
+        topics are allowed, as in RocketMQ."""
+        why = topic_problem(topic)
+        if why is not None:
+            raise RequestError(ResponseCode.SYSTEM_ERROR, why)
+        if is_internal_topic(topic):
+            raise RequestError(ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic.")
+
     def update_and_create_topic(self, conn, cmd):
         ext = cmd.ext_fields
         topic = require(ext, "topic")
-        why = topic_problem(topic)
-        if why is not None or topic == self.broker.broker_config.cluster_name:
-            raise RequestError(ResponseCode.SYSTEM_ERROR, why or f"topic [{topic}] conflicts with the cluster name")
+        self._check_admin_topic(topic)
+        if topic == self.broker.broker_config.cluster_name:
+            raise RequestError(ResponseCode.SYSTEM_ERROR, f"topic [{topic}] conflicts with the cluster name")
         tc = TopicConfig(topic, req_int(ext, "readQueueNums"), req_int(ext, "writeQueueNums"),
                          opt_int(ext, "perm", 6), opt_str(ext, "topicFilterType") or "SINGLE_TAG",
                          opt_int(ext, "topicSysFlag"), (opt_str(ext, "order") or "false").lower() == "true")
@@ -129,6 +141,7 @@ class AdminProcessor:
 
     def delete_topic(self, conn, cmd):
         topic = require(cmd.ext_fields, "topic")
+        self._check_admin_topic(topic)
         return self.server.call_blocking(self._delete_topic, cmd, topic)
 
     def _delete_topic(self, cmd, topic: str):

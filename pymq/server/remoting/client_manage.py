@@ -16,7 +16,8 @@ connection or goes silent for two minutes), its other members are told with a on
 ``NOTIFY_CONSUMER_IDS_CHANGED`` so they rebalance at once. ``GET_CONSUMER_LIST_BY_GROUP``
 lists the members (an empty list, not RocketMQ's error, for a group with none: some clients
 do not survive the error). Consumer offsets follow ``ConsumerManageProcessor``: a group
-with no offset for a queue that still starts at 0 is told 0, else ``QUERY_NOT_FOUND``.
+with no offset for a queue that still starts at 0 is told 0, else ``QUERY_NOT_FOUND``; an
+offset is committed only for a known group, an existing topic and one of its queues.
 """
 
 from __future__ import annotations
@@ -35,6 +36,15 @@ def _queues(doc) -> list[tuple]:
         if isinstance(mq, dict):
             out.append((str(mq.get("topic", "")), str(mq.get("brokerName", "")), int(mq.get("queueId", 0))))
     return out
+
+
+def _group_name(data) -> str:
+    """The ``groupName`` of a producer or consumer entry of a heartbeat; "" when the entry
+    is not an object or its name is null, empty or absent."""
+    if not isinstance(data, dict):
+        return ""
+    name = data.get("groupName")
+    return name if isinstance(name, str) else ""
 
 
 def _mq(q: tuple) -> dict:
@@ -64,12 +74,12 @@ class ClientManageProcessor:
         doc = json_body(cmd, "heartbeat")
         if not isinstance(doc, dict) or not doc.get("clientID"):
             raise RequestError(ResponseCode.SYSTEM_ERROR, "heartbeat without clientID")
-        producers = {str(p.get("groupName")) for p in doc.get("producerDataSet") or [] if isinstance(p, dict)}
+        producers = {g for g in (_group_name(p) for p in doc.get("producerDataSet") or []) if g}
         consumers, settings = {}, {}
         for c in doc.get("consumerDataSet") or []:
-            if not isinstance(c, dict):
+            group = _group_name(c)
+            if not group:           # no group (null, empty, absent): nothing to register
                 continue
-            group = str(c.get("groupName", ""))
             if group_problem(group) is not None:
                 raise RequestError(ResponseCode.SYSTEM_ERROR, group_problem(group))
             cfg = self.broker.subscription_group_manager.find_subscription_group_config(group)
@@ -135,9 +145,20 @@ class ClientManageProcessor:
         return cmd.response(ResponseCode.SUCCESS, None, {"offset": offset})
 
     def update_consumer_offset(self, conn, cmd):
+        """Commit a consumer offset (``ConsumerManageProcessor.updateConsumerOffset``): the
+        group must exist (or be created on first use), the topic must exist
+        (``TOPIC_NOT_EXIST``) and the queue be one of its read queues (``SYSTEM_ERROR``)."""
         ext = cmd.ext_fields
         group, topic, queue_id = require(ext, "consumerGroup"), require(ext, "topic"), req_int(ext, "queueId")
         offset = opt_int(ext, "commitOffset", -1)
+        if self.broker.subscription_group_manager.find_subscription_group_config(group) is None:
+            raise RequestError(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"Group {group} not exist!")
+        tc = self.broker.topic_config_manager.select_topic_config(topic)
+        if tc is None:
+            raise RequestError(ResponseCode.TOPIC_NOT_EXIST, f"Topic {topic} not exist!")
+        if not 0 <= queue_id < max(tc.read_queue_nums, 1):
+            raise RequestError(ResponseCode.SYSTEM_ERROR,
+                               f"queueId[{queue_id}] is illegal, topic:[{topic}] readQueueNums:[{tc.read_queue_nums}]")
         if offset >= 0:            # some clients send -1 for "nothing consumed yet"
             self.broker.commit_offset(group, topic, queue_id, offset)
         return cmd.response(ResponseCode.SUCCESS)

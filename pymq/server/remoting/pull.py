@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from pymq.status import GetMessageStatus as S
 
+from ..traffic import observe
 from .codes import PullSysFlag, RequestCode, ResponseCode
 from .headers import RequestError, opt_int, opt_str, req_int, require
 
@@ -122,8 +123,11 @@ class PullMessageProcessor:
         body = b""
         if code == ResponseCode.SUCCESS:
             body = r.buffers
-            stats = self.server.stats
+            server = self.server
+            stats = server.stats
             stats.pulled += r.message_count
             stats.pulled_bytes += r.buffer_total_size
+            if server.out_observer is not None:
+                observe(server, server.out_observer, req.topic, req.group, r.message_count, r.buffer_total_size)
         parkable = code == ResponseCode.PULL_NOT_FOUND and req.offset >= r.max_offset
         return cmd.response(code, None, ext, body), parkable

@@ -35,6 +35,7 @@ from pymq.broker.topic_config import PERM_READ, PERM_WRITE, RETRY_GROUP_TOPIC_PR
 from pymq.broker.validators import is_system_topic, topic_problem
 from pymq.status import PutMessageStatus as P
 
+from ..traffic import DELAY, FIFO, NORMAL, TRANSACTION, observe
 from .codes import RequestCode, ResponseCode
 from .headers import RequestError, opt_bool, opt_int, opt_str, req_int, require, send_header
 
@@ -50,6 +51,22 @@ _PUT_CODES = {
     P.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
     P.OS_PAGECACHE_BUSY: ResponseCode.SYSTEM_BUSY,
 }
+
+
+_DELAY_PROPERTIES = ("DELAY", START_DELIVER_TIME, "TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS")
+
+
+def message_type(props: dict, sys_flag: int) -> str:
+    """The metrics' ``message_type`` of a send (RocketMQ's
+    ``TopicMessageType.parseFromMessageProperty``): transaction when prepared, delay when it
+    has a delay level or a delivery time, fifo when it has a sharding key, else normal."""
+    if sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_PREPARED_TYPE:
+        return TRANSACTION
+    if any(props.get(k) not in (None, "", "0") for k in _DELAY_PROPERTIES):
+        return DELAY
+    if props.get("__SHARDINGKEY"):
+        return FIFO
+    return NORMAL
 
 
 def decode_batch(body: bytes, topic: str) -> list[tuple[int, bytes, dict]]:
@@ -157,18 +174,23 @@ class SendMessageProcessor:
         else:
             put = self.broker.put_message
             args = (msg,)
+        kind = (topic, message_type(props, sys_flag))
         if self.server._inline:
-            return self._answer(cmd, put(*args), queue_id)
-        return self._put_async(cmd, put, args, queue_id)
+            return self._answer(cmd, put(*args), queue_id, kind)
+        return self._put_async(cmd, put, args, queue_id, kind)
 
-    async def _put_async(self, cmd, put, args, queue_id: int):
-        return self._answer(cmd, await self.server.call(put, *args), queue_id)
+    async def _put_async(self, cmd, put, args, queue_id: int, kind: tuple):
+        return self._answer(cmd, await self.server.call(put, *args), queue_id, kind)
 
-    def _answer(self, cmd, r, queue_id: int):
+    def _answer(self, cmd, r, queue_id: int, kind: tuple):
+        """The response to a put; ``kind`` is (topic, message type) for the metrics."""
         code = _PUT_CODES.get(r.status, ResponseCode.SYSTEM_ERROR)
         if not r.is_ok():
             return cmd.response(code, f"{r.status.name}: {r.error or ''}".rstrip(": "))
-        self.server.stats.sent += max(r.msg_num, 1)
+        server = self.server
+        server.stats.sent += max(r.msg_num, 1)
+        if server.in_observer is not None:
+            observe(server, server.in_observer, kind[0], kind[1], max(r.msg_num, 1), r.wrote_bytes)
         ext = {"msgId": r.msg_id, "queueId": queue_id, "queueOffset": r.queue_offset,
                "MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}
         return cmd.response(code, None, ext)
@@ -191,9 +213,10 @@ class SendMessageProcessor:
                 raise RequestError(ResponseCode.MESSAGE_ILLEGAL, "batch message does not support delay")
             msgs.append(Message(topic, data, properties=props, queue_id=queue_id, flag=flag, born_timestamp=born,
                                 born_host=host, sys_flag=flag_sys & ~TRANSACTION_TYPE_MASK))
+        kind = (topic, NORMAL)
         if self.server._inline:
-            return self._answer(cmd, self.broker.put_messages(msgs), queue_id)
-        return self._put_async(cmd, self.broker.put_messages, (msgs,), queue_id)
+            return self._answer(cmd, self.broker.put_messages(msgs), queue_id, kind)
+        return self._put_async(cmd, self.broker.put_messages, (msgs,), queue_id, kind)
 
     # -- send back (retry / DLQ) ------------------------------------------------------------
 

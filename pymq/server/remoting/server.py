@@ -110,6 +110,11 @@ class RemotingServer:
         self.loop: Optional[asyncio.AbstractEventLoop] = None
         #: ``fn(request_code, response_code, seconds)`` for every request answered (metrics)
         self.rpc_observer = None
+        #: ``in_observer(topic, message_type, messages, bytes)`` after a successful send and
+        #: ``out_observer(topic, group, messages, bytes)`` after messages were handed to a
+        #: consumer (the metrics' traffic counters, :mod:`pymq.server.traffic`); None: not counted
+        self.in_observer = None
+        self.out_observer = None
         self.hold = PullRequestHoldService(self)
         self.client_manage = ClientManageProcessor(self)
         self.pull = PullMessageProcessor(self)
