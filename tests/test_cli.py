@@ -112,6 +112,30 @@ def test_check_on_a_clean_and_a_damaged_copy(known_store, capfd, tmp_path):
     assert open(seg, "rb").read() == before          # the check changed nothing
 
 
+def test_check_reports_a_damaged_side_file(known_store, capfd, tmp_path):
+    """A truncated consumerOffset.json that no writer has opened yet: check names it,
+    says what an open would do, exits 1, and changes nothing."""
+    path, _ = known_store
+    copy = str(tmp_path / "copy")
+    shutil.copytree(path, copy)
+    offsets = os.path.join(copy, "config", "consumerOffset.json")
+    for p in (offsets, offsets + ".bak"):
+        if os.path.exists(p):
+            os.remove(p)
+    shutil.copyfile(os.path.join(path, "config", "consumerOffset.json"), offsets)
+    with open(offsets, "r+b") as f:
+        f.truncate(os.path.getsize(offsets) // 2)
+    before = open(offsets, "rb").read()
+    code, out, _ = run(capfd, ["--store", copy, "check"])
+    assert code == 1 and "DAMAGED" in out and "sidefile config/consumerOffset.json" in out, out
+    assert "note       config/consumerOffset.json: an open sets it aside" in out, out
+    code, out, _ = run(capfd, ["--store", copy, "check", "--json"])
+    report = json.loads(out)
+    assert code == 1 and not report["ok"]
+    assert [(p["kind"], p["where"]) for p in report["problems"]] == [("sidefile", "config/consumerOffset.json")]
+    assert open(offsets, "rb").read() == before and not os.path.exists(offsets + ".bak")
+
+
 def test_missing_store_is_a_clear_error(tmp_path, capfd):
     for argv in (["topic-list"], ["check"], ["topic-status", "-t", "T"]):
         code, _, err = run(capfd, ["--store", str(tmp_path / "nothing"), *argv])

@@ -25,13 +25,12 @@ from pymq import GetMessageStatus, PutMessageStatus
 MOUNT_SIZE = 3 * 1024 * 1024
 
 
-@pytest.fixture
-def tmpfs(tmp_path):
+def _mounted_tmpfs(tmp_path, size):
     mnt = tmp_path / "mnt"
     mnt.mkdir()
     if os.geteuid() != 0:
         pytest.skip("mounting a tmpfs needs root")
-    p = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={MOUNT_SIZE}", "tmpfs", str(mnt)],
+    p = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)],
                        capture_output=True, text=True)
     if p.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {p.stderr.strip()}")
@@ -39,6 +38,17 @@ def tmpfs(tmp_path):
         yield mnt
     finally:
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+    yield from _mounted_tmpfs(tmp_path, MOUNT_SIZE)
+
+
+@pytest.fixture
+def tmpfs_8m(tmp_path):
+    """Room for a timer wheel too (two days of slots: 5.3 MiB, allocated whole)."""
+    yield from _mounted_tmpfs(tmp_path, 8 * 1024 * 1024)
 
 
 def cfg(**kw):
@@ -282,3 +292,56 @@ def test_a_real_refusal_for_want_of_two_segments(tmpfs):
         assert store.stats()["disk"]["puts_refused"] is True
     finally:
         store.shutdown()
+
+
+def test_side_files_saved_at_shutdown_on_a_full_disk_keep_their_previous_text(tmpfs_8m, caplog):
+    """Shutting down on a 100 % full disk: the timer checkpoint and the consumer offsets
+    cannot be saved (ENOSPC). Each keeps its previous good file, no ``*.tmp`` is left in
+    ``config/``, each failure is one log line without a traceback, and the store reopens."""
+    path = tmpfs_8m / "store"
+    config = cfg(timer_wheel_days=1, timer_max_delay_sec=3600, timer_log_file_size=64 * 1024,
+                 flush_delay_offset_interval=3_600_000, flush_consumer_offset_interval=3_600_000)
+    store = pymq.MessageStore(path, config).start()
+    try:
+        now = int(time.time() * 1000)
+        assert store.put_message(pymq.Message("T", b"later", deliver_time_ms=now + 600_000)).is_ok()
+        assert store.put_message(pymq.Message("T", b"plain")).is_ok()
+        wait_dispatched(store)
+        deadline = time.monotonic() + 5
+        while store.timer_service.checkpoint.enqueue_offset < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        store.commit_offset("g", "T", 0, 1)
+        store.consumer_offsets.persist()
+        store.timer_service.persist()
+        config_dir = path / "config"
+        timer_cp = (config_dir / "timerCheckpoint.json").read_bytes()
+        offsets = (config_dir / "consumerOffset.json").read_bytes()
+        fill_disk(tmpfs_8m / "ballast")
+        assert os.statvfs(tmpfs_8m).f_bavail == 0
+        store.commit_offset("g", "T", 0, 2)          # both tables changed since they were saved
+        time.sleep(1.1)                               # the timer service moved on a second
+        assert store.timer_service.checkpoint.dirty and store.consumer_offsets.dirty
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="pymq"):
+            store.shutdown()
+    finally:
+        store.shutdown()
+    assert sorted(n for n in os.listdir(config_dir) if n.endswith(".tmp")) == []
+    assert (config_dir / "timerCheckpoint.json").read_bytes() == timer_cp
+    assert (config_dir / "consumerOffset.json").read_bytes() == offsets
+    for name in ("timerCheckpoint", "consumerOffset"):
+        about = [r for r in caplog.records if name in r.getMessage()]
+        assert len(about) <= 1, [r.getMessage() for r in about]
+        assert all(r.exc_info is None for r in about) and "Traceback" not in caplog.text
+        if about:
+            assert "No space left on device" in about[0].getMessage(), about[0].getMessage()
+    # the store reopens, on the disk still full, with nothing to report
+    store = pymq.MessageStore(path, config).start()
+    try:
+        assert store.open_report == []
+        assert store.query_offset("g", "T", 0) == 1              # the previous file's offset
+        assert store.timer_service.checkpoint.enqueue_offset == 1
+        assert [m.body for m in store.get_message("g", "T", 0, 0).messages] == [b"plain"]
+    finally:
+        store.shutdown()
+    assert [n for n in os.listdir(config_dir) if n.endswith(".tmp")] == []

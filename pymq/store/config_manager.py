@@ -17,7 +17,8 @@ How it differs from RocketMQ:
   swallows every error. Here the new text is written to ``{path}.tmp`` and fsynced;
   the previous file becomes ``{path}.bak`` through a hard link (so ``{path}`` never
   disappears; a rename where links are not supported); ``os.replace`` moves the tmp
-  file over ``{path}``; the directory is fsynced after each rename. Errors propagate.
+  file over ``{path}``; the directory is fsynced after each rename. Errors propagate,
+  and a failed persist (ENOSPC) removes its tmp file.
   A crash at any point leaves ``{path}`` or ``{path}.bak`` holding the old or the new
   text.
 * A damaged ``{path}`` is never rotated into ``{path}.bak``, so one bad write cannot
@@ -56,8 +57,10 @@ __all__ = [
     "ConfigManager",
     "ConfigPersistService",
     "FastjsonDecodeError",
+    "disk_full",
     "dumps_fastjson",
     "loads_fastjson",
+    "log_unsaved_at_shutdown",
 ]
 
 
@@ -274,11 +277,29 @@ def _stat_key(st: os.stat_result) -> tuple[int, int, int, int]:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
+def disk_full(error: BaseException) -> bool:
+    """Whether ``error`` says the disk (or the user's quota) has no room left."""
+    return isinstance(error, OSError) and error.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
+
+
 def _write_durably(path: str, data: bytes) -> None:
-    with open(path, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
+    """Write ``data`` to a new ``path`` and fsync it; on any error ``path`` is removed.
+
+    Unbuffered, so a failing write (ENOSPC) raises once: a buffered file would try to
+    flush the same bytes again when it is closed and chain a second error to the first.
+    """
+    try:
+        with open(path, "wb", buffering=0) as f:
+            view = memoryview(data)
+            while view:
+                n = f.write(view)
+                if not n:
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+                view = view[n:]
+            os.fsync(f.fileno())
+    except BaseException:
+        _discard(path)
+        raise
 
 
 def _fsync_dir(directory: str) -> None:
@@ -309,6 +330,15 @@ def _remove_if_exists(path: str) -> None:
     try:
         os.unlink(path)
     except FileNotFoundError:
+        pass
+
+
+def _discard(path: str) -> None:
+    """Remove a temporary file after a failed write, quietly (the write's error is the
+    one to report)."""
+    try:
+        os.unlink(path)
+    except OSError:
         pass
 
 
@@ -456,7 +486,8 @@ class ConfigManager(abc.ABC):
         ``{path}.bak`` (hard link + rename, or a plain rename where links are not
         supported) and fsync the directory; ``os.replace`` ``{path}.tmp`` over ``{path}``
         and fsync the directory. Errors propagate; the files then still hold the old or
-        the new text.
+        the new text, and no temporary file is left (a full disk leaves the previous file
+        as it was).
         """
         path = self.config_file_path()
         directory = os.path.dirname(path) or "."
@@ -467,11 +498,19 @@ class ConfigManager(abc.ABC):
                 changes = self._changes
             os.makedirs(directory, exist_ok=True)
             self._good_stat, good = None, self._good_stat
-            _write_durably(tmp, data)
-            if self._main_is_good(path, good):
-                self._rotate_to_bak(path, bak)
-                _fsync_dir(directory)
-            os.replace(tmp, path)
+            _write_durably(tmp, data)           # removes the tmp file when it fails
+            try:
+                if self._main_is_good(path, good):
+                    self._rotate_to_bak(path, bak)
+                    _fsync_dir(directory)
+                os.replace(tmp, path)
+            except BaseException:
+                # {path} still holds the old text (or, after a rename fall-back, {path}.bak
+                # does): leave no temporary file behind
+                _discard(tmp)
+                _discard(bak + ".tmp")
+                self._good_stat = good
+                raise
             _fsync_dir(directory)
             self._good_stat = _stat_key(os.stat(path))
             with self._lock:
@@ -515,7 +554,9 @@ class ConfigPersistService(ServiceThread):
 
     RocketMQ schedules ``persist()`` at a fixed rate whether or not anything changed; this
     skips unchanged tables. A failed persist is logged and kept in ``last_error`` and is
-    retried on the next pass, since the table stays dirty.
+    retried on the next pass, since the table stays dirty. At shutdown a full disk
+    (ENOSPC) is logged in one line: the file keeps its previous text, and no temporary
+    file is left.
     """
 
     name = "ConfigPersistService"
@@ -532,4 +573,18 @@ class ConfigPersistService(ServiceThread):
 
     def on_shutdown(self) -> None:
         if self.manager.dirty:
-            self.manager.persist()
+            try:
+                self.manager.persist()
+            except OSError as e:
+                if not disk_full(e):
+                    raise
+                self.last_error = e
+                log_unsaved_at_shutdown(self.name, self.manager.config_file_path(), e)
+
+
+def log_unsaved_at_shutdown(who: str, path: str, error: OSError, meaning: str = "") -> None:
+    """One line (no traceback) for a table that a full disk kept from being saved at
+    shutdown: the file keeps the text it was last saved with."""
+    kept = "it keeps what it was last saved with" if os.path.exists(path) else "it was never saved"
+    log.error("%s: %s not saved at shutdown: %s (errno %s); %s%s", who, path, error.strerror or error,
+              error.errno, kept, f" ({meaning})" if meaning else "")

@@ -43,7 +43,7 @@ from pymq._core.mapped_file import MappedFile
 from pymq._core.message import Message
 from pymq.errors import CorruptStoreError, SegmentSizeError
 
-from .config_manager import ConfigManager, dumps_fastjson, loads_fastjson
+from .config_manager import ConfigManager, disk_full, dumps_fastjson, loads_fastjson, log_unsaved_at_shutdown
 from .episode_log import EpisodeLog
 from .mapped_file_queue import MappedFileQueue
 from .service_thread import ServiceThread
@@ -370,7 +370,16 @@ class TimerMessageService(ServiceThread):
             self.wakeup()
 
     def on_shutdown(self) -> None:
-        self.persist()
+        try:
+            self.persist()
+        except OSError as e:
+            if not disk_full(e):
+                raise
+            # a full disk at shutdown: the checkpoint file keeps its previous text (and no
+            # tmp file is left); one line, not the traceback the service thread would log
+            self.last_error = e
+            log_unsaved_at_shutdown(self.name, self.checkpoint.config_file_path(), e,
+                                    "timers delivered since may be delivered again")
 
     def close(self) -> None:
         self.timer_log.shutdown()
