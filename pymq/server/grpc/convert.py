@@ -86,7 +86,7 @@ def to_store_message(m: pb.Message, *, max_body_size: int, max_delay_ms: int, bo
     if not body:
         raise RequestError(Code.MESSAGE_BODY_EMPTY, "message body is empty")
     msg_id = sp.message_id
-    if not msg_id or len(msg_id) > 128 or not msg_id.isalnum():
+    if not msg_id or len(msg_id) > 128 or not msg_id.encode().isalnum():     # ASCII letters and digits
         raise RequestError(Code.ILLEGAL_MESSAGE_ID, f"message id {msg_id!r} is illegal")
     props: dict[str, str] = {}
     user = m.user_properties
@@ -101,8 +101,10 @@ def to_store_message(m: pb.Message, *, max_body_size: int, max_delay_ms: int, bo
         if size > 16 * 1024:
             raise RequestError(Code.MESSAGE_PROPERTIES_TOO_LARGE, "user properties exceed 16 KiB")
     props["UNIQ_KEY"] = msg_id
-    tag = names.check_tag(sp.tag) if sp.tag else None
-    keys = [names.check_key(k) for k in sp.keys] or None if sp.keys else None
+    tag = sp.tag
+    tag = names.check_tag(tag) if tag else None
+    keys = sp.keys
+    keys = [names.check_key(k) for k in keys] if keys else None
     group = names.check_message_group(sp.message_group) if sp.HasField("message_group") else None
     deliver = delivery_time_ms(sp)
     mtype = sp.message_type
@@ -121,7 +123,7 @@ def to_store_message(m: pb.Message, *, max_body_size: int, max_delay_ms: int, bo
             deliver = None          # due already: deliver now
     if transactional and sp.HasField("orphaned_transaction_recovery_duration"):
         props["CHECK_IMMUNITY_TIME_IN_SECONDS"] = str(max(sp.orphaned_transaction_recovery_duration.seconds, 0))
-    born = _ts_ms(sp.born_timestamp) if sp.HasField("born_timestamp") else now_ms()
+    born = _ts_ms(sp.born_timestamp)         # 0 when unset: now
     return Message(topic, body, tags=tag, keys=keys, properties=props, deliver_time_ms=deliver,
                    born_timestamp=born or now_ms(), born_host=born_host, message_group=group)
 

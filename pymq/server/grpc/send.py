@@ -17,12 +17,16 @@ import zlib
 from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as svc
 
+from pymq._core.record import java_hash_code
 from pymq.status import PutMessageStatus
 
 from ..traffic import DELAY, FIFO, NORMAL, TRANSACTION, observe
 from .convert import to_store_message
 from .status import Code, RequestError, ok, status, status_of
 from .topics import topic_for_send
+
+_TRANSACTION = pb.MessageType.TRANSACTION
+_OK = Code.OK
 
 _PUT_CODES = {
     PutMessageStatus.FLUSH_DISK_TIMEOUT: (Code.MASTER_PERSISTENCE_TIMEOUT, "flush to disk timed out"),
@@ -50,12 +54,9 @@ def put_status(result) -> pb.Status:
 
 
 def java_string_hash(s: str) -> int:
-    """``Math.abs(String.hashCode())`` of ``s`` (over UTF-16 code units)."""
-    data = s.encode("utf-16-be")
-    h = 0
-    for i in range(0, len(data), 2):
-        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
-    return abs(h - 0x100000000 if h >= 0x80000000 else h)
+    """``Math.abs(String.hashCode())`` of ``s`` (over UTF-16 code units), as a Python int
+    (so ``Integer.MIN_VALUE`` gives 2**31, never a negative queue)."""
+    return abs(java_hash_code(s))
 
 
 def _message_type(msg, tx: bool) -> str:
@@ -103,9 +104,10 @@ class SendActivity:
         born_host = ctx.peer_host
         resp = svc.SendMessageResponse()
         converted = []
+        max_body = cfg.max_body_size
         for m in req.messages:
-            tx = m.system_properties.message_type == pb.MessageType.TRANSACTION
-            msg = to_store_message(m, max_body_size=cfg.max_body_size, max_delay_ms=max_delay_ms,
+            tx = m.system_properties.message_type == _TRANSACTION
+            msg = to_store_message(m, max_body_size=max_body, max_delay_ms=max_delay_ms,
                                    born_host=born_host, transactional=tx)
             converted.append((msg, tx))
         topic = converted[0][0].topic
@@ -128,12 +130,19 @@ class SendActivity:
                 msg.queue_id = qid
             result = await server.call(broker.put_messages, msgs)
             st = put_status(result)
-            for i, msg in enumerate(msgs):
-                e = resp.entries.add(status=st, message_id=msg.properties["UNIQ_KEY"])
-                if st.code == Code.OK:
-                    e.offset = result.queue_offset + i
-            if st.code == Code.OK and server.in_observer is not None:
-                observe(server, server.in_observer, topic, NORMAL, len(msgs), result.wrote_bytes)
+            add = resp.entries.add
+            if st.code == _OK:
+                first = result.queue_offset
+                for i, msg in enumerate(msgs):
+                    add(status=st, message_id=msg.properties["UNIQ_KEY"], offset=first + i)
+                sent = len(msgs)
+                if server.in_observer is not None:
+                    observe(server, server.in_observer, topic, NORMAL, len(msgs), result.wrote_bytes)
+            else:
+                for msg in msgs:
+                    add(status=st, message_id=msg.properties["UNIQ_KEY"])
+                sent = 0
+            resp.status.CopyFrom(st)       # every entry alike
         else:
             for msg, tx in converted:
                 e = resp.entries.add(message_id=msg.properties["UNIQ_KEY"])
@@ -155,6 +164,7 @@ class SendActivity:
                                     result.wrote_bytes)
                 except Exception as exc:  # one entry's failure is its own
                     e.status.CopyFrom(status_of(exc))
-        resp.status.CopyFrom(combined_status(resp.entries))
-        server.stats.sent += sum(1 for e in resp.entries if e.status.code == Code.OK)
+            resp.status.CopyFrom(combined_status(resp.entries))
+            sent = sum(1 for e in resp.entries if e.status.code == _OK)
+        server.stats.sent += sent
         return resp
