@@ -202,11 +202,17 @@ def save_sizes(store_path: str, config: "StoreConfig") -> None:
     except FileNotFoundError:
         pass
     tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb", buffering=0) as f:
+            f.write(data)
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:                    # a full disk: leave the old file, and no half-written copy
+            os.remove(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def recorded_sizes(store_path: str) -> tuple[dict, str | None]:

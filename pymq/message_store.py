@@ -359,9 +359,12 @@ class MessageStore:
                 self.offset_persist_service.shutdown()
             else:
                 self.commit_log.mapped_file_queue.flush_all()
-                self.consumer_offsets.persist()
-                self.schedule_service.offsets.persist()
-                self.timer_service.persist()
+                for save in (self.consumer_offsets.persist, self.schedule_service.offsets.persist,
+                             self.timer_service.persist):
+                    try:
+                        save()
+                    except OSError as e:     # a full disk: the previous files stay; go on closing
+                        log.error("shutdown: %s", e)
             self.timer_service.close()
             self.allocate_service.shutdown()
             clean = self.reput_service.behind() == 0

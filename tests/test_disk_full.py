@@ -345,3 +345,23 @@ def test_side_files_saved_at_shutdown_on_a_full_disk_keep_their_previous_text(tm
     finally:
         store.shutdown()
     assert [n for n in os.listdir(config_dir) if n.endswith(".tmp")] == []
+
+
+def test_a_store_opened_but_never_started_shuts_down_on_a_full_disk(tmpfs):
+    """Opened (say to read), never started: shutdown saves its tables itself. On a full
+    disk that fails; shutdown still finishes (lock released, files closed), keeps the
+    previous tables and leaves no half-written copy."""
+    path = tmpfs / "store"
+    with pymq.MessageStore(path, cfg()) as store:
+        assert store.put_message(pymq.Message("T", b"x")).is_ok()
+        store.commit_offset("g", "T", 0, 1)
+    offsets = (path / "config" / "consumerOffset.json").read_bytes()
+    store = pymq.MessageStore(path, cfg())                  # not started
+    store.commit_offset("g", "T", 0, 5)
+    fill_disk(tmpfs / "ballast")
+    store.shutdown()                                         # must not raise
+    assert (path / "config" / "consumerOffset.json").read_bytes() == offsets
+    assert [n for n in os.listdir(path / "config") if n.endswith(".tmp")] == []
+    os.remove(tmpfs / "ballast")
+    with pymq.MessageStore(path, cfg()) as store:           # the lock was released
+        assert store.query_offset("g", "T", 0) == 1
