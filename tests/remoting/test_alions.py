@@ -98,6 +98,48 @@ def test_group_of_two_consumes_everything_exactly_once_then_resumes(remoting_ser
         assert r[0]["code"] == 0 and r[0]["ext"]["offset"] == r[1]["ext"]["offset"], r
 
 
+def test_consumer_killed_mid_stream_resumes_from_committed_offsets(remoting_server):
+    """SIGKILL a consumer while a producer is still sending; a new member of the group
+    resumes from the offsets the killed one committed (every 0.5 s): every message is
+    consumed, nothing committed before the kill comes back, and only the messages of the
+    last moments before the kill are delivered twice (at least once, as RocketMQ)."""
+    import threading
+
+    server = remoting_server()
+    opts = {"mode": "consume", "nameSrv": server.namesrv, "group": "KG", "topic": "KillTopic"}
+    a = NodeClient(opts)
+    try:
+        a.wait_for(lambda ls: any("ready" in x for x in ls), 30, "consumer ready")
+        first = produce(server, topic="KillTopic", count=300)
+        a.wait_for(lambda _: len({m["msgId"] for m in a.messages()}) >= 300, 60, "the first 300")
+        time.sleep(1.5)                                       # their offsets committed
+        sent: list = []
+        producer = threading.Thread(target=lambda: sent.extend(produce(server, topic="KillTopic", count=300,
+                                                                       start=300, concurrent=4)))
+        producer.start()
+        a.wait_for(lambda _: len(a.messages()) >= 350, 60, "some of the second 300")
+        a.proc.send_signal(signal.SIGKILL)
+        killed_had = {m["msgId"] for m in a.messages()}
+        producer.join(120)
+        assert len(sent) == 300 and all(x["status"] == "SEND_OK" for x in sent)
+    finally:
+        a.stop()
+    ids = {x["msgId"] for x in first + sent}
+    early = {x["msgId"] for x in first}
+    a2 = NodeClient(opts)
+    try:
+        a2.wait_for(lambda _: killed_had | {m["msgId"] for m in a2.messages()} >= ids, 90, "every message")
+        time.sleep(1.0)
+        again = [m["msgId"] for m in a2.messages()]
+    finally:
+        a2.stop()
+    assert not early & set(again), "messages committed before the kill were delivered again"
+    assert len(again) == len(set(again)), "the new member got a message twice"
+    assert ids - killed_had <= set(again), "a message was lost"
+    redelivered = set(again) & killed_had
+    assert len(redelivered) < len(killed_had - early), "the new member started over instead of resuming"
+
+
 def test_retries_then_dead_letter_queue(remoting_server):
     server = remoting_server("--message-delay-level", FAST_LEVELS)
     c = NodeClient({"mode": "consume", "nameSrv": server.namesrv, "group": "RG", "topic": "RetryTopic",
