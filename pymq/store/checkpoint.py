@@ -14,12 +14,18 @@ to be on disk in the log and in the queues.
 
 from __future__ import annotations
 
+import logging
 import os
+import shutil
 import threading
 import time
 from typing import Optional
 
 from pymq._core.mapped_file import MappedFile
+
+from .config_manager import set_aside
+
+log = logging.getLogger("pymq")
 
 CHECKPOINT_SIZE = 4096
 _YEAR_MS = 365 * 86_400_000
@@ -31,34 +37,59 @@ def _plausible(ms: int) -> bool:
 
 
 class StoreCheckpoint:
-    """The three timestamps of ``{root}/checkpoint``, kept in a mapped file."""
+    """The three timestamps of ``{root}/checkpoint``, kept in a mapped file.
+
+    A damaged file (a length other than 4096 bytes, or impossible times) is noted in
+    ``load_problem`` and, unless ``read_only``, kept as ``checkpoint.corrupt-<ms>`` as
+    other damaged side files are (docs/recovery.md): one of the wrong length is moved
+    there and replaced by a new checkpoint of unknown times; one with impossible times is
+    copied there, and its impossible times are read as unknown (0) and written as 0 by the
+    next :meth:`flush`, unless a newer time was set before."""
 
     def __init__(self, root: str, read_only: bool = False) -> None:
         self.path = os.path.join(root, "checkpoint")
         self.load_problem: Optional[str] = None
+        #: the file has the wrong length (a read-only checkpoint then maps nothing)
+        self.wrong_length = False
+        self._impossible = False        # impossible times in the file, written as 0 at the next flush
         exists = os.path.exists(self.path)
         if read_only and not exists:
             self._mf = None
         elif exists and os.path.getsize(self.path) != CHECKPOINT_SIZE:
             # damaged: RocketMQ maps 4096 bytes whatever the length; start afresh (0 = unknown)
+            self.wrong_length = True
             self.load_problem = (f"{self.path} is {os.path.getsize(self.path)} bytes, not {CHECKPOINT_SIZE}: "
                                  "a crash recovery, if one is needed, starts at the first segment")
             if read_only:
                 self._mf = None
             else:
-                os.remove(self.path)
+                self._keep_damaged(set_aside(self.path))
                 self._mf = MappedFile(self.path, CHECKPOINT_SIZE, create=True)
         else:
             self._mf = MappedFile(self.path, CHECKPOINT_SIZE, create=not read_only, writable=not read_only)
         if self._mf is not None:
             self._mf.set_positions(CHECKPOINT_SIZE)
         self._lock = threading.Lock()
-        if self._mf is not None and not self.load_problem and not all(map(_plausible, self._raw())):
-            self.load_problem = (f"{self.path} holds impossible times {self._raw()}: taken as unknown, so a "
+        times = self.times()
+        if times is not None and not self.load_problem and not all(map(_plausible, times)):
+            self.load_problem = (f"{self.path} holds impossible times {times}: taken as unknown, so a "
                                  "crash recovery, if one is needed, starts at the first segment")
+            if not read_only:           # the next flush writes over them: keep a copy
+                aside = f"{self.path}.corrupt-{int(time.time() * 1000)}"
+                shutil.copyfile(self.path, aside)
+                self._keep_damaged(aside)
+                self._impossible = True
 
-    def _raw(self) -> tuple[int, int, int]:
-        return tuple(self._mf.get_long(pos) for pos in (0, 8, 16))
+    def _keep_damaged(self, aside: Optional[str]) -> None:
+        if aside:
+            self.load_problem = f"{self.load_problem} (damaged file kept as {aside})"
+            log.error("%s", self.load_problem)
+
+    def times(self) -> Optional[tuple[int, int, int]]:
+        """The three times as the file holds them (physic, logics, index), impossible ones
+        included; None when nothing is mapped (no file, or one of the wrong length, read-only)."""
+        mf = self._mf
+        return None if mf is None else (mf.get_long(0), mf.get_long(8), mf.get_long(16))
 
     def _get(self, pos: int) -> int:
         """A timestamp; 0 (unknown) for a value no clock could have written (garbage)."""
@@ -83,6 +114,12 @@ class StoreCheckpoint:
 
     def flush(self) -> None:
         if self._mf is not None and self._mf.writable:
+            if self._impossible:
+                with self._lock:
+                    self._impossible = False
+                    for pos in (0, 8, 16):
+                        if not _plausible(self._mf.get_long(pos)):
+                            self._mf.write_at(pos, bytes(8))
             self._mf.flushed_position = 0
             self._mf.flush(0)
 

@@ -54,6 +54,7 @@ from .service_thread import ServiceThread
 log = logging.getLogger("pymq")
 
 __all__ = [
+    "MISSING",
     "ConfigManager",
     "ConfigPersistService",
     "FastjsonDecodeError",
@@ -61,6 +62,7 @@ __all__ = [
     "dumps_fastjson",
     "loads_fastjson",
     "log_unsaved_at_shutdown",
+    "set_aside",
 ]
 
 
@@ -270,7 +272,13 @@ def _write(obj: Any, out: list[str], indent: int, pretty: bool) -> None:
 
 # -- file helpers ----------------------------------------------------------------------
 
-_MISSING = "missing"
+#: what :meth:`ConfigManager.probe` says of a file that does not exist
+MISSING = "missing"
+
+#: what a decoder raises for text that does not hold its table: ``ValueError`` by contract;
+#: ``TypeError`` and ``OverflowError`` from a conversion of a JSON value of the wrong type
+#: (``int(None)``, ``int(1e400)``) are damage too, never a reason for an open to fail
+_DECODE_ERRORS = (ValueError, TypeError, OverflowError)
 
 
 def _stat_key(st: os.stat_result) -> tuple[int, int, int, int]:
@@ -316,9 +324,10 @@ def _fsync_dir(directory: str) -> None:
         os.close(fd)
 
 
-def _set_aside(path: str) -> Optional[str]:
+def set_aside(path: str) -> Optional[str]:
     """Rename a damaged ``path`` to ``{path}.corrupt-<ms>`` (kept for a person to look
-    at); returns the new name, or None when there was no file."""
+    at, and listed by ``pymq check``); returns the new name, or None when there was no
+    file."""
     if not os.path.exists(path):
         return None
     aside = f"{path}.corrupt-{int(time.time() * 1000)}"
@@ -384,7 +393,9 @@ class ConfigManager(abc.ABC):
         """Replace the table with the one in ``text``.
 
         Must raise ``ValueError`` (e.g. :class:`FastjsonDecodeError`) when the text does not
-        hold a valid table, and must leave the table unchanged in that case.
+        hold a valid table, and must leave the table unchanged in that case. (A
+        ``TypeError`` or ``OverflowError`` is taken as damage too, not as a failure of the
+        load.)
         """
 
     def validate(self, text: str) -> None:
@@ -434,13 +445,13 @@ class ConfigManager(abc.ABC):
             return True
         bak_problem, _ = self._try_load(bak)
         if bak_problem is None:
-            if main_problem is not _MISSING:
+            if main_problem is not MISSING:
                 log.warning("%s is %s; loaded %s instead", path, main_problem, bak)
             with self._lock:
                 self._mark_changed()
             self._good_stat = None
             return True
-        if main_problem is _MISSING and bak_problem is _MISSING:
+        if main_problem is MISSING and bak_problem is MISSING:
             self._good_stat = None        # a new store: nothing to load
             return True
         why = (f"cannot load {type(self).__name__}: {path} is {main_problem} and {bak} is "
@@ -449,13 +460,22 @@ class ConfigManager(abc.ABC):
             raise CorruptStoreError(f"{why}; restore one of them, or delete both to start with an empty table")
         # not strict: one damaged side file must not lock the user out of the store
         self._good_stat = None
-        kept = [] if self.read_only else [p for p in (path, bak) if _set_aside(p)]
+        kept = [] if self.read_only else [p for p in (path, bak) if set_aside(p)]
         self.load_problem = (f"{why}; started with {self.reset_meaning}"
                              + (f" (damaged files kept as {', '.join(kept)})" if kept else ""))
         log.error("%s", self.load_problem)
         with self._lock:
             self._mark_changed()
         return True
+
+    def probe(self, path: str) -> Optional[str]:
+        """What is wrong with ``path`` as this table's file, read as :meth:`load` reads it
+        (``load`` tries ``{path}`` and then ``{path}.bak``): None when it loads, and the
+        table then holds it; :data:`MISSING` when there is no file; else what is wrong
+        (``"empty"``, ``"unreadable (...)"``, ...), and the table is unchanged. Never
+        writes, moves or locks anything; ``OSError``\\ s other than a missing file
+        propagate."""
+        return self._try_load(path)[0]
 
     def _try_load(self, path: str) -> tuple[Optional[str], Optional[tuple[int, int, int, int]]]:
         """Decode ``path``; return (None, stat) on success or (what is wrong, None)."""
@@ -464,7 +484,7 @@ class ConfigManager(abc.ABC):
                 st = os.fstat(f.fileno())
                 raw = f.read()
         except FileNotFoundError:
-            return _MISSING, None
+            return MISSING, None
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as e:
@@ -475,6 +495,8 @@ class ConfigManager(abc.ABC):
             self.decode(text)
         except ValueError as e:
             return f"unreadable ({e})", None
+        except (TypeError, OverflowError) as e:       # a JSON value of the wrong type
+            return f"unreadable ({type(e).__name__}: {e})", None
         return None, _stat_key(st)
 
     # -- persist -----------------------------------------------------------------------
@@ -531,7 +553,7 @@ class ConfigManager(abc.ABC):
             if text.strip():
                 self.validate(text)
                 return True
-        except (OSError, ValueError):
+        except (OSError, *_DECODE_ERRORS):
             pass
         log.warning("%s is damaged; writing over it and keeping the older .bak", path)
         return False

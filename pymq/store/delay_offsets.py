@@ -12,14 +12,21 @@ import os
 from .config_manager import ConfigManager, dumps_fastjson, loads_fastjson
 
 
+_MAX_OFFSET = (1 << 63) - 1            # offsets are Java longs
+
+
 def _parse(text: str) -> dict[int, int]:
+    """The table of a delayOffset.json text; ``ValueError`` for anything else, a value of
+    the wrong type included (``null``, a string, a float, a list: the offsets are longs)."""
     doc = loads_fastjson(text)
     if not isinstance(doc, dict) or not isinstance(doc.get("offsetTable", {}), dict):
         raise ValueError("not a delay offset table")
     table = {}
     for level, offset in doc.get("offsetTable", {}).items():
-        level, offset = int(level), int(offset)
-        if level < 1 or offset < 0:
+        level = int(level)              # a bare integer key (fastjson) or a quoted one
+        if isinstance(offset, bool) or not isinstance(offset, int):
+            raise ValueError(f"bad delay offset entry {level}: {offset!r} is not an integer")
+        if level < 1 or not 0 <= offset <= _MAX_OFFSET:
             raise ValueError(f"bad delay offset entry {level}: {offset}")
         table[level] = offset
     return table

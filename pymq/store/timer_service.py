@@ -10,8 +10,8 @@ On disk, RocketMQ-5-like::
 
     timerwheel       slots of 32 bytes: second i64 | first i64 | last i64 | num i32 | magic i32
                      slot = second % slots, slots = max(2 * timer_wheel_days days, the max delay
-                     plus a day) in seconds; a slot whose second is not the one asked for is
-                     empty (its bucket was delivered long ago)
+                     plus a day) in seconds (``timer_files.wheel_slots``); a slot whose second
+                     is not the one asked for is empty (its bucket was delivered long ago)
     timerlog/        append-only 32-byte units: prev i64 | due ms i64 | commitlog offset i64 |
                      size i32 | magic i32; ``prev`` chains the units of one second backwards
     config/timerCheckpoint.json
@@ -29,13 +29,15 @@ Exactly once in the normal case: the checkpoint is written every
 the current second. After a crash, messages enqueued or delivered since the last
 checkpoint are taken in again and delivered again (at least once; duplicates of one
 second are dropped before delivery, so only messages delivered before the crash repeat).
+
+The files are read through the pure functions of :mod:`pymq.store.timer_files`, which
+``pymq check`` uses too.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import struct
 import time
 from typing import Callable, Optional
 
@@ -47,14 +49,12 @@ from .config_manager import ConfigManager, disk_full, dumps_fastjson, loads_fast
 from .episode_log import EpisodeLog
 from .mapped_file_queue import MappedFileQueue
 from .service_thread import ServiceThread
+from .timer_files import MAGIC_DEFAULT, SLOT, UNIT, UNIT_SIZE, read_slot, units_end, wheel_damage, wheel_slots
 
 log = logging.getLogger("pymq")
 
 TIMER_TOPIC = "rmq_sys_wheel_timer"
-SLOT = struct.Struct(">qqqii")
-UNIT = struct.Struct(">qqqii")
-UNIT_SIZE = 32
-MAGIC_DEFAULT = 1
+_MAX_LONG = (1 << 63) - 1
 _DROP_ON_DELIVERY = ("REAL_TOPIC", "REAL_QID", "TIMER_DELAY_SEC", "TIMER_DELAY_MS")
 
 
@@ -83,10 +83,11 @@ class TimerCheckpoint(ConfigManager):
         doc = loads_fastjson(text)
         if not isinstance(doc, dict) or not isinstance(doc.get("delivered", []), list):
             raise ValueError("not a timer checkpoint")
+        enqueue_offset = _long(doc.get("enqueueOffset", 0), "enqueueOffset", 0)
+        second = _long(doc.get("second", -1), "second", -1)      # -1: not delivering yet
+        delivered = {_long(x, "delivered offset", 0) for x in doc.get("delivered", [])}
         with self._lock:
-            self.enqueue_offset = int(doc.get("enqueueOffset", 0))
-            self.second = int(doc.get("second", -1))
-            self.delivered = {int(x) for x in doc.get("delivered", [])}
+            self.enqueue_offset, self.second, self.delivered = enqueue_offset, second, delivered
             self._mark_changed()
 
     def update(self, **fields) -> None:
@@ -94,6 +95,16 @@ class TimerCheckpoint(ConfigManager):
             for k, v in fields.items():
                 setattr(self, k, v)
             self._mark_changed()
+
+
+def _long(value, name: str, low: int) -> int:
+    """``value`` when it is an integer in [low, Java's Long.MAX_VALUE], else ``ValueError``
+    (``null``, a string, a float, a list: damage, not a reason for an open to fail)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"not a timer checkpoint: {name} {value!r} is not an integer")
+    if not low <= value <= _MAX_LONG:
+        raise ValueError(f"not a timer checkpoint: {name} {value} is out of range")
+    return value
 
 
 def convert_message(msg, enqueue_ms: int, dequeue_ms: int) -> Message:
@@ -122,9 +133,7 @@ class TimerMessageService(ServiceThread):
         self.persist_interval_s = config.flush_delay_offset_interval / 1000.0
         self._last_persist = time.monotonic()
         self.root = store_root
-        # one slot per second, over more than the longest delay: two pending seconds never
-        # share a slot (RocketMQ parks far timers and rolls them instead)
-        self.slots_total = max(2 * config.timer_wheel_days * 86400, config.timer_max_delay_sec + 86400)
+        self.slots_total = wheel_slots(config)       # one slot per second (timer_files)
         self.consume_queues = consume_queues
         self.commit_log = commit_log
         self.put = put
@@ -194,27 +203,13 @@ class TimerMessageService(ServiceThread):
             self._file_seconds[mf.file_from_offset] = second
         return second
 
-    def _wheel_damage(self, sample: int = 1024) -> Optional[str]:
+    def _wheel_damage(self) -> Optional[str]:
         """Why the wheel does not index the newest units of the timer log (zeroed or
-        garbage slots), or None. Units of seconds not delivered yet must be in the slot
-        of their second."""
-        files = self.timer_log.mapped_files
-        if not files:
-            return None
-        delivered = self.checkpoint.second
-        seen = 0
-        for mf in reversed(files):
-            pos = mf.wrote_position - UNIT_SIZE
-            while pos >= 0 and seen < sample:
-                _prev, due, _offset, _size, _magic = UNIT.unpack(mf.read(pos, UNIT_SIZE))
-                second = due // 1000
-                if second > delivered:
-                    _first, last, num = self._slot(second)
-                    if num <= 0 or last < 0:
-                        return f"{self.wheel.file_name} does not index the timer message due at {due}"
-                seen += 1
-                pos -= UNIT_SIZE
-        return None
+        garbage slots), or None: ``timer_files.wheel_damage`` on the mapped files."""
+        why = wheel_damage(self.wheel.read, self.slots_total,
+                           ((mf.read, mf.wrote_position) for mf in reversed(self.timer_log.mapped_files)),
+                           self.checkpoint.second)
+        return None if why is None else f"{self.wheel.file_name} {why}"
 
     def _rebuild(self, why: str) -> None:
         stamp = int(time.time() * 1000)
@@ -237,17 +232,12 @@ class TimerMessageService(ServiceThread):
         files = self.timer_log.mapped_files
         if files:                        # units are whole or zero: find the end of the last file
             last = files[-1]
-            pos = 0
-            while pos + UNIT_SIZE <= last.file_size and UNIT.unpack(last.read(pos, UNIT_SIZE))[4] == MAGIC_DEFAULT:
-                pos += UNIT_SIZE
-            last.set_positions(pos)
+            last.set_positions(units_end(last.read, last.file_size))
 
     def _slot(self, second: int) -> tuple[int, int, int]:
         if self.wheel is None:
             return (-1, -1, 0)
-        pos = (second % self.slots_total) * SLOT.size
-        sec, first, last, num, _magic = SLOT.unpack(self.wheel.read(pos, SLOT.size))
-        return (first, last, num) if sec == second else (-1, -1, 0)
+        return read_slot(self.wheel.read, self.slots_total, second)
 
     def _enqueue_unit(self, due_ms: int, offset: int, size: int) -> None:
         if self.wheel is None:
