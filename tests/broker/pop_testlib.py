@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import time
 
 import pymq
@@ -56,6 +57,17 @@ def wait_dispatched(store, timeout=10.0) -> None:
     deadline = time.monotonic() + timeout
     while store.dispatch_behind_bytes() and time.monotonic() < deadline:
         time.sleep(0.001)
+
+
+def crash_copy(store, dst) -> None:
+    """What a SIGKILL of the process would leave of ``store`` (running, not shut down) at
+    this moment, copied to ``dst``: every record written (the page cache survives the
+    kill), the abort marker, the tables and offsets as last persisted (a consumer offset
+    or delay offset advanced since is lost), nothing a clean shutdown writes. Call it
+    when no put is under way; open ``dst`` as the reopened store, and shut the original
+    down (its shutdown no longer matters)."""
+    wait_dispatched(store)
+    shutil.copytree(store.store_path, dst, ignore=shutil.ignore_patterns("lock"))
 
 
 def put(broker, topic, body, queue_id=0, message_group=None, tags=None):

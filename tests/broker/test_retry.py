@@ -9,9 +9,10 @@ import os
 import time
 
 import pytest
-from hypothesis import settings
+from hypothesis import currently_in_test_context, event, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, precondition, rule,
+                                 run_state_machine_as_test)
 
 import pymq
 from pymq.broker import Broker, BrokerConfig
@@ -20,7 +21,7 @@ from pymq.broker.subscription_group import SubscriptionGroupConfig
 
 from pop_testlib import small_config, wait_dispatched
 
-FAST = "1s " * 17 + "1s"          # every delay level one second: retries come round quickly
+FAST = "0s " * 17 + "0s"          # every delay level 0 s: retries come round at once
 
 
 def broker(path, **cfg):
@@ -139,62 +140,190 @@ def test_topic_and_group_tables_are_rocketmq_shaped_and_survive_restart(tmp_path
         assert b.subscription_group_manager.find_subscription_group_config("unknown") is None
 
 
-class RetryMachine(RuleBasedStateMachine):
-    """Oracle: per message, how often it was handed back; the store must hold exactly one
-    record per send-back, in the retry topic below the limit and in the DLQ at it."""
+# Levels of the machine: 0 s except level 2 (never due while it runs)
+MACHINE_LEVELS = "0s 1h" + " 0s" * 16
+LIMIT = 2                       # the group's retry limit in the machine
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 
-    LIMIT = 3
+
+class Rec:
+    """One delivery of a message as the oracle expects it: the body, ``reconsume_times``
+    and the offset message id of the first delivery."""
+
+    __slots__ = ("body", "times", "origin")
+
+    def __init__(self, body: bytes, times: int, origin: str) -> None:
+        self.body, self.times, self.origin = body, times, origin
+
+    def key(self):
+        return (self.body, self.times, self.origin)
+
+
+class RetryMachine(RuleBasedStateMachine):
+    """A ``pymq.Consumer`` of group g on topic T against an oracle of the queues it reads.
+
+    Puts go to T; a polled message is acked (dropped) or handed back with
+    ``reconsume_later`` at a random level (0: the next level, 3 + reconsume_times; 1: due
+    at once; 2: not due while the machine runs; -1: the DLQ). The schedule service runs
+    only when the ``deliver`` rule says (every level but 2 is 0 s), so the oracle knows
+    exactly what is in %RETRY%g: every poll returns exactly the records after the
+    consumer's positions (T and %RETRY%g), with the original topic, ``reconsume_times``,
+    RETRY_TOPIC and ORIGIN_MESSAGE_ID; a message handed back at the limit goes to
+    %DLQ%g; nothing due stays in the schedule topic after a delivery. A restart loses
+    the consumer (what it read after its last commit is read again)."""
+
+    limit_dlq = 0               # over all runs: dead letters by the limit, reached by consumption
 
     def __init__(self):
         super().__init__()
         import tempfile
         self.dir = tempfile.mkdtemp(prefix="pymq-retry-")
-        self.b = self._open()
-        self.messages = []          # (offset of the latest record, reconsume_times, body)
-        self.expect_retry = 0
-        self.expect_dlq = 0
+        self.n = 0
+        self.queue = {"T": [], "%RETRY%g": []}      # records in queue order
+        self.read = {"T": 0, "%RETRY%g": 0}          # the consumer's positions
+        self.committed = {"T": 0, "%RETRY%g": 0}
+        self.scheduled = {}                          # level -> records, in put order
+        self.dlq = []
+        self.held = []                               # (polled MessageExt, Rec): not decided yet
+        self._open()
 
     def _open(self):
-        b = Broker(self.dir, small_config(), BrokerConfig(max_reconsume_times=self.LIMIT)).start()
-        b.schedule_service.shutdown()        # deliveries are not under test here
-        return b
+        b = Broker(self.dir, small_config(message_delay_level=MACHINE_LEVELS),
+                   BrokerConfig(max_reconsume_times=LIMIT))
+        b.schedule_service.start = lambda: None      # deliveries when the rule says
+        self.b = b.start()
+        self.c = pymq.Consumer(b, "g", "T")
 
-    @rule(body=st.binary(max_size=64))
+    @initialize(bodies=st.lists(st.binary(max_size=16), min_size=1, max_size=3),
+                level=st.sampled_from([0, 1, 2, -1]), rounds=st.integers(0, LIMIT + 1))
+    def first_puts(self, bodies, level, rounds):
+        """Every run starts with messages, failed ``rounds`` times already (Hypothesis may
+        disable ``put`` or ``fail_all`` in a run; the retry limit must still be reached)."""
+        for body in bodies:
+            self.put(body)
+        self.fail_all(level, rounds)
+
+    @rule(body=st.binary(max_size=16))
     def put(self, body):
+        body = b"%d:" % self.n + body
+        self.n += 1
         r = self.b.put_message(pymq.Message("T", body))
         assert r.is_ok()
-        self.messages.append((r.commitlog_offset, 0, body))
+        self.queue["T"].append(Rec(body, 0, r.msg_id))
 
-    @precondition(lambda self: self.messages)
-    @rule(i=st.integers(min_value=0), level=st.sampled_from([0, 0, 1, -1]))
-    def send_back(self, i, level):
-        i %= len(self.messages)
-        offset, times, body = self.messages[i]
-        r = self.b.send_message_back("g", offset, delay_level=level)
+    @rule()
+    def poll(self):
+        wait_dispatched(self.b)
+        got = []
+        while True:                 # a pull returns at most max_transfer_count per queue
+            page = self.c.poll(0)
+            if not page:
+                break
+            got.extend(page)
+        expected = []
+        for topic, records in self.queue.items():
+            expected.extend(records[self.read[topic]:])
+            self.read[topic] = len(records)
+        by_key = {r.key(): r for r in expected}
+        keys = []
+        for m in got:
+            assert m.topic == "T"                    # a retry is handed over under its topic
+            origin = m.properties.get("ORIGIN_MESSAGE_ID", m.msg_id)
+            keys.append((m.body, m.reconsume_times, origin))
+            if m.reconsume_times:
+                assert m.properties["RETRY_TOPIC"] == "T" and "ORIGIN_MESSAGE_ID" in m.properties
+                assert "DELAY" not in m.properties
+            else:
+                assert "ORIGIN_MESSAGE_ID" not in m.properties
+            if keys[-1] in by_key:
+                self.held.append((m, by_key[keys[-1]]))
+        assert sorted(keys) == sorted(r.key() for r in expected)
+
+    def _bounded(self):
+        """Re-reads after restarts multiply the retries: keep the runs small."""
+        return len(self.queue["%RETRY%g"]) + sum(map(len, self.scheduled.values())) < 48
+
+    @precondition(lambda self: self.held)
+    @rule(i=st.integers(min_value=0), level=st.sampled_from([0, 0, 1, 2, -1]))
+    def reconsume_later(self, i, level):
+        m, rec = self.held.pop(i % len(self.held))
+        r = self.c.reconsume_later(m, level)
         assert r.is_ok()
-        rec = self.b.look_message_by_offset(r.commitlog_offset)
-        assert rec.body == body and rec.reconsume_times == times + 1
-        if times >= self.LIMIT or level < 0:
-            assert rec.topic == "%DLQ%g"
-            self.expect_dlq += 1
+        stored = self.b.look_message_by_offset(r.commitlog_offset)
+        nxt = Rec(rec.body, rec.times + 1, rec.origin)
+        assert (stored.body, stored.reconsume_times, stored.properties["ORIGIN_MESSAGE_ID"]) == nxt.key()
+        assert stored.properties["RETRY_TOPIC"] == "T"
+        if rec.times >= LIMIT or level < 0:
+            assert stored.topic == "%DLQ%g" and "DELAY" not in stored.properties
+            self.dlq.append(nxt)
+            if level >= 0:
+                RetryMachine.limit_dlq += 1
+                if currently_in_test_context():
+                    event("dead-lettered at the limit")
         else:
-            assert rec.properties["REAL_TOPIC"] == "%RETRY%g"
-            assert rec.properties["DELAY"] == str(level or 3 + times)
-            self.expect_retry += 1
-        self.messages[i] = (r.commitlog_offset, times + 1, body)
+            level = level or 3 + rec.times
+            assert stored.topic == SCHEDULE_TOPIC and stored.properties["REAL_TOPIC"] == "%RETRY%g"
+            assert stored.properties["DELAY"] == str(level)
+            self.scheduled.setdefault(level, []).append(nxt)
+
+    @precondition(_bounded)
+    @rule(level=st.sampled_from([0, 1, 0, 1, 2, -1]), rounds=st.integers(1, LIMIT + 1))
+    def fail_all(self, level, rounds):
+        """A consumer that fails whatever it gets, ``rounds`` times: what is due is
+        delivered, polled and handed back at ``level`` (the way to the retry limit)."""
+        for _ in range(rounds):
+            self.deliver()
+            self.poll()
+            while self.held:
+                self.reconsume_later(0, level)
+
+    @precondition(lambda self: self.held)
+    @rule(i=st.integers(min_value=0))
+    def ack(self, i):
+        self.held.pop(i % len(self.held))           # consumed: nothing goes back
+
+    @rule()
+    def deliver(self):
+        """Time passes: the schedule service delivers what is due (every level but 2)."""
+        wait_dispatched(self.b)
+        self.b.schedule_service.deliver_due()
+        for level in sorted(self.scheduled):
+            if level != 2:
+                self.queue["%RETRY%g"].extend(self.scheduled.pop(level))
+
+    @rule()
+    def commit(self):
+        self.c.commit()
+        self.committed = dict(self.read)
 
     @rule()
     def restart(self):
+        """The consumer goes away with the broker: reopened, a new one starts at the
+        committed positions; what the old one held undecided is gone with it."""
         self.b.shutdown()
-        self.b = self._open()
+        self._open()
+        self.read = dict(self.committed)
+        self.held = []
 
     @invariant()
-    def counts(self):
+    def dead_letters_and_schedule(self):
         wait_dispatched(self.b)
         b = self.b
-        assert b.get_max_offset_in_queue("%DLQ%g", 0) == self.expect_dlq
-        delayed = sum(b.get_max_offset_in_queue("SCHEDULE_TOPIC_XXXX", q) for q in range(18))
-        assert delayed == self.expect_retry
+        dlq = []
+        offset = 0
+        while True:
+            g = b.get_message("t", "%DLQ%g", 0, offset, 256)
+            if not g.messages:
+                break
+            for m in g.messages:
+                assert m.properties["RETRY_TOPIC"] == "T"
+                dlq.append((m.body, m.reconsume_times, m.properties["ORIGIN_MESSAGE_ID"]))
+            offset = g.next_begin_offset
+        assert sorted(dlq) == sorted(r.key() for r in self.dlq)
+        offsets = b.schedule_service.offsets
+        for level in range(1, 19):
+            waiting = b.get_max_offset_in_queue(SCHEDULE_TOPIC, level - 1) - offsets.get(level)
+            assert waiting == len(self.scheduled.get(level, ())), level
 
     def teardown(self):
         self.b.shutdown()
@@ -202,8 +331,12 @@ class RetryMachine(RuleBasedStateMachine):
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-TestRetryMachine = RetryMachine.TestCase
-TestRetryMachine.settings = settings(max_examples=20, stateful_step_count=25, deadline=None)
+def test_retry_machine():
+    """The machine, and proof that its runs reach the DLQ by the retry limit."""
+    RetryMachine.limit_dlq = 0
+    run_state_machine_as_test(RetryMachine, settings=settings(max_examples=20, stateful_step_count=30,
+                                                              deadline=None))
+    assert RetryMachine.limit_dlq > 0, "no run consumed a message to its retry limit"
 
 
 def test_cli_lists_retry_and_dlq_topics_and_resends_dead_letters(tmp_path, capfd):

@@ -4,14 +4,16 @@ once across restarts; a Hypothesis state machine against an oracle."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 
 import pytest
-from hypothesis import settings
+from hypothesis import currently_in_test_context, event, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
-from pop_testlib import FakeClock, small_config, wait_dispatched
+from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, precondition, rule,
+                                 run_state_machine_as_test)
+from pop_testlib import T0, FakeClock, crash_copy, small_config, wait_dispatched
 
 import pymq
 from pymq import TransactionResolution as R
@@ -28,8 +30,15 @@ def open_broker(path, clock=None, **cfg):
 
 
 def bodies(b, topic="T", queue=0):
+    """Every body in the queue (a pull returns at most max_transfer_count messages)."""
     wait_dispatched(b)
-    return [m.body for m in b.get_message("g", topic, queue, 0, 64).messages]
+    out, offset = [], 0
+    while True:
+        g = b.get_message("g", topic, queue, offset, 64)
+        if not g.messages:
+            return out
+        out.extend(m.body for m in g.messages)
+        offset = g.next_begin_offset
 
 
 def test_a_half_is_invisible_until_committed_and_commit_is_once(tmp_path):
@@ -163,39 +172,95 @@ def test_a_commit_whose_op_record_was_lost_is_not_committed_again(tmp_path):
         assert b.end_transaction(r.msg_id, True) is False
 
 
+CHECK_MAX = 2      # transaction_check_max of the machine: discards within a few checks
+
+
 class TransactionMachine(RuleBasedStateMachine):
-    """Oracle: each transaction is open, committed or rolled back; the real topic holds
-    exactly the committed ones, once each, whatever the order of commits, rollbacks,
-    checks, checker answers and restarts."""
+    """Oracle: each transaction is open (with the number of times the checker was asked
+    about it), committed, rolled back or discarded; the real topic holds exactly the
+    committed ones, once each, and TRANS_CHECK_MAX_TIME_TOPIC exactly the discarded ones,
+    whatever the order of commits, rollbacks, checks, checker answers, clean restarts
+    and crashes (the store directory as a SIGKILL leaves it)."""
+
+    discards = 0                        # over all runs: proves the discard path is explored
 
     def __init__(self):
         super().__init__()
-        self.dir = tempfile.mkdtemp(prefix="pymq-tx-")
+        self.root = tempfile.mkdtemp(prefix="pymq-tx-")
+        self.generation = 0
+        self.dir = os.path.join(self.root, "b0")
         self.clock = FakeClock()
-        self.answer = R.UNKNOWN
+        self.answer = (R.UNKNOWN, 1)    # the checker's answer, for t<n> with n % stride == stride - 1
         self.b = self._open()
-        self.tx = {}                    # body -> [handle, state]
+        # body -> [handle, state, checks, crashed]: crashed when a crash found it open and
+        # checked (its check progress may be lost: see _on_check)
+        self.tx = {}
         self.n = 0
 
     def _open(self):
-        b = open_broker(self.dir, self.clock)
-        b.set_transaction_checker(lambda m: self.answer)
+        # The check service makes a pass when it starts: with the clock in the past it finds
+        # nothing due; stopping the service waits for that pass. Only the rule checks.
+        self.clock.now = T0
+        b = open_broker(self.dir, self.clock, transaction_check_max=CHECK_MAX)
+        b.transaction_service.shutdown()
+        b.set_transaction_checker(lambda m: self._answer(m.body))
         return b
 
-    def _on_check(self, answer):
-        """What the checker's answer does to the oracle: every open transaction older than
-        the timeout is asked."""
-        for t in self.tx.values():
-            if t[1] == "open" and answer is not R.UNKNOWN:
-                t[1] = "committed" if answer is R.COMMIT else "rolled back"
+    def _answer(self, body: bytes):
+        """The checker: the rule's answer for every stride-th transaction, UNKNOWN for the
+        others (so some stay open while others are resolved)."""
+        answer, stride = self.answer
+        return answer if int(body[1:]) % stride == stride - 1 else R.UNKNOWN
 
-    @rule()
-    def half(self):
-        body = b"t%d" % self.n
-        self.n += 1
-        r = self.b.put_half_message(pymq.Message("T", body))
-        assert r.is_ok()
-        self.tx[body] = [r.msg_id, "open"]
+    def _on_check(self, dropped) -> int:
+        """What a check pass does to the oracle: every open transaction (all are older
+        than the timeout) that was asked about CHECK_MAX times already is discarded;
+        the checker is asked about every other one, and COMMIT / ROLLBACK resolve it.
+        Returns the number discarded.
+
+        After a crash the check's progress (a consumer offset) may be older than the
+        halves it had checked: the next pass checks them again and puts a second copy
+        of the transaction, with a lower check count, before the newest one. The copy
+        with the highest count still reaches the limit on time, but the checker is asked
+        about the lower copy first in that pass: so a crashed transaction due for its
+        discard may instead be resolved by the answer (``dropped``, the bodies in
+        TRANS_CHECK_MAX_TIME_TOPIC, tells which happened). Nothing else changes."""
+        discarded = 0
+        for body, t in self.tx.items():
+            if t[1] != "open":
+                continue
+            if t[2] >= CHECK_MAX:
+                answer = self._answer(body)
+                if t[3] and answer is not R.UNKNOWN and body not in dropped:
+                    t[1] = "committed" if answer is R.COMMIT else "rolled back"
+                    if currently_in_test_context():
+                        event("a crashed transaction due for discard resolved by a re-check")
+                    continue
+                t[1] = "discarded"
+                discarded += 1
+                continue
+            t[2] += 1
+            answer = self._answer(body)
+            if answer is not R.UNKNOWN:
+                t[1] = "committed" if answer is R.COMMIT else "rolled back"
+        return discarded
+
+    @initialize(k=st.integers(1, 3), passes=st.integers(0, CHECK_MAX + 1))
+    def first_halves(self, k, passes):
+        """Every run starts with open halves, checked ``passes`` times already (Hypothesis
+        may disable ``half`` or ``check`` in a run; the discard must still be explored)."""
+        self.half(k)
+        if passes:
+            self.check(R.UNKNOWN, 1, passes)
+
+    @rule(k=st.integers(1, 3))
+    def half(self, k=1):
+        for _ in range(k):
+            body = b"t%d" % self.n
+            self.n += 1
+            r = self.b.put_half_message(pymq.Message("T", body))
+            assert r.is_ok()
+            self.tx[body] = [r.msg_id, "open", 0, False]
 
     @precondition(lambda self: self.tx)
     @rule(i=st.integers(min_value=0), commit=st.booleans())
@@ -207,29 +272,84 @@ class TransactionMachine(RuleBasedStateMachine):
         if done:
             t[1] = "committed" if commit else "rolled back"
 
-    @rule(answer=st.sampled_from([R.COMMIT, R.ROLLBACK, R.UNKNOWN]))
-    def check(self, answer):
-        wait_dispatched(self.b)
-        self.answer = answer
-        self.clock.now = int(__import__("time").time() * 1000) + 100_000
-        self.b.transaction_service.check()
-        self._on_check(answer)
+    # UNKNOWN as often as the others together, and up to CHECK_MAX + 1 passes in a row
+    # (check intervals going by): transactions stay open through CHECK_MAX checks, and
+    # the discard is explored
+    @precondition(lambda self: any(t[1] == "open" for t in self.tx.values()))
+    @rule(answer=st.sampled_from([R.UNKNOWN, R.COMMIT, R.UNKNOWN, R.ROLLBACK]), stride=st.integers(1, 3),
+          passes=st.integers(1, CHECK_MAX + 1))
+    def check(self, answer, stride=1, passes=1):
+        self.answer = (answer, stride)
+        for _ in range(passes):
+            wait_dispatched(self.b)
+            self.clock.now = int(__import__("time").time() * 1000) + 100_000
+            before = self.b.transaction_service.discarded
+            try:
+                self.b.transaction_service.check()
+            finally:
+                self.clock.now = T0
+            discarded = self._on_check(set(bodies(self.b, CHECK_MAX_TIME_TOPIC)))
+            assert self.b.transaction_service.discarded - before == discarded
+            if discarded:
+                TransactionMachine.discards += discarded
+                if currently_in_test_context():
+                    event("transaction discarded after transaction_check_max checks")
 
-    @rule()
-    def restart(self):
+    @rule(crash=st.booleans())
+    def restart(self, crash=False):
+        """Shut down and reopen, or (crash) reopen what a SIGKILL leaves now: no shutdown,
+        offsets as last persisted."""
+        if not crash:
+            self.b.shutdown()
+            self.b = self._open()
+            return
+        self.generation += 1
+        crashed = os.path.join(self.root, "b%d" % self.generation)
+        crash_copy(self.b, crashed)
+        for t in self.tx.values():
+            t[3] = t[3] or (t[1] == "open" and t[2] > 0)
         self.b.shutdown()
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self.dir = crashed
         self.b = self._open()
 
     @invariant()
     def visible_exactly_once_when_committed(self):
         wait_dispatched(self.b)
-        got = sorted(bodies(self.b) + [m.body for m in self.b.get_message("g", "T", 0, 64, 64).messages])
-        assert got == sorted(b for b, t in self.tx.items() if t[1] == "committed")
+        assert sorted(bodies(self.b)) == sorted(b for b, t in self.tx.items() if t[1] == "committed")
+        dropped = bodies(self.b, CHECK_MAX_TIME_TOPIC)
+        assert sorted(dropped) == sorted(b for b, t in self.tx.items() if t[1] == "discarded")
 
     def teardown(self):
         self.b.shutdown()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        shutil.rmtree(self.root, ignore_errors=True)
 
 
-TestTransactionMachine = TransactionMachine.TestCase
-TestTransactionMachine.settings = settings(max_examples=15, stateful_step_count=20, deadline=None)
+def test_transaction_machine():
+    """The machine, and proof that its runs reach the discard past transaction_check_max."""
+    TransactionMachine.discards = 0
+    run_state_machine_as_test(TransactionMachine,
+                              settings=settings(max_examples=20, stateful_step_count=20, deadline=None))
+    assert TransactionMachine.discards > 0, "no run reached a discard: the oracle's discard is untested"
+
+
+def test_the_machine_models_the_discard():
+    """The audit's case: checks answering UNKNOWN until the half is discarded, then a
+    COMMIT answer: nothing is visible, the transaction is over."""
+    m = TransactionMachine()
+    try:
+        m.half()
+        for _ in range(CHECK_MAX):
+            m.check(R.UNKNOWN)
+            m.visible_exactly_once_when_committed()
+        assert m.tx[b"t0"][1:3] == ["open", CHECK_MAX]
+        m.check(R.COMMIT)
+        assert m.tx[b"t0"][1] == "discarded"
+        m.visible_exactly_once_when_committed()
+        m.restart(crash=True)
+        m.check(R.COMMIT)
+        m.end(0, True)
+        m.visible_exactly_once_when_committed()
+        assert bodies(m.b) == []
+    finally:
+        m.teardown()
