@@ -73,6 +73,9 @@ class TransactionalMessageService(ServiceThread):
 
     def __init__(self, broker, broker_config, clock: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
         super().__init__(broker_config.transaction_check_interval / 1000.0)
+        # the first check waits an interval, as RocketMQ's does: producers (or the
+        # application's checker, set after start()) are there before halves are counted
+        self.initial_delay_s = self.interval_s
         self.broker = broker
         self.broker_config = broker_config
         self.clock = clock                  # ms; tests replace it

@@ -353,3 +353,32 @@ def test_the_machine_models_the_discard():
         assert bodies(m.b) == []
     finally:
         m.teardown()
+
+
+def test_the_first_check_waits_an_interval_for_the_checker(tmp_path):
+    """A checker set right after start() (as the docs show) is there for the first check:
+    the check waits one interval as RocketMQ's does, instead of counting a check of every
+    old open half with no one to ask at each start."""
+    import time
+
+    path = tmp_path / "b"
+    with open_broker(path, transaction_timeout=1) as b:
+        r = b.put_half_message(pymq.Message("T", b"open"), "pg")
+        assert r.is_ok()
+    time.sleep(0.01)                                   # older than the timeout
+    asked = []
+
+    def checker(msg):
+        asked.append(msg.properties.get("TRANSACTION_CHECK_TIMES"))
+        return R.COMMIT
+
+    b = open_broker(path, transaction_timeout=1, transaction_check_interval=300)
+    try:
+        b.set_transaction_checker(checker)
+        deadline = time.monotonic() + 10
+        while not asked and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert asked == ["1"], asked                   # the first check to count asked the checker
+        assert bodies(b) == [b"open"]
+    finally:
+        b.shutdown()
