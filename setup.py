@@ -27,6 +27,7 @@ if DEBUG:
     MACROS += [("CYTHON_TRACE_NOGIL", "1")]
 
 CORE = "pymq/_core"
+JOBS = os.cpu_count() or 1          # Cython translation and C compilation, one module per core
 
 
 def ext(name, extra_sources=()):
@@ -62,10 +63,10 @@ def cythonized():
     directives = {"language_level": "3", "embedsignature": True, "freethreading_compatible": False}
     if DEBUG:
         directives.update(linetrace=True, profile=True)
-    return cythonize(EXTENSIONS, compiler_directives=directives, annotate=ANNOTATE, nthreads=0)
+    return cythonize(EXTENSIONS, compiler_directives=directives, annotate=ANNOTATE, nthreads=JOBS)
 
 
 if __name__ == "__main__":
     if sys.platform != "linux":
         print("pymq's core targets Linux (mmap, posix_fallocate, madvise)", file=sys.stderr)
-    setup(ext_modules=cythonized())
+    setup(ext_modules=cythonized(), options={"build_ext": {"parallel": JOBS}})
