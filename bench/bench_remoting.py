@@ -162,7 +162,7 @@ def fill(broker: tuple, queues: int, body_size: int, total_bytes: int) -> int:
 def pull_all(broker: tuple, queues: int, messages: int) -> tuple[float, int]:
     """Pull every record of PullBench, one request in flight per queue; (bytes/s, bytes)."""
     nxt = [0] * queues
-    got_msgs = got_bytes = 0
+    got_bytes = 0
     with socket.create_connection(broker) as s:
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         r = Reader(s)

@@ -26,7 +26,6 @@ import json
 import multiprocessing as mp
 import os
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
+import subprocess
+
 import pytest
 
 import pymq
@@ -41,3 +45,33 @@ def no_swallowed_exceptions(capfd):
     yield
     _, err = capfd.readouterr()
     assert "Exception ignored" not in err, err
+
+
+def snapshot(root) -> dict:
+    """Path -> (size, sha256) of every file under ``root``: what a test compares to show
+    that something changed nothing on disk."""
+    out = {}
+    for dp, _dn, fn in os.walk(root):
+        for name in fn:
+            p = os.path.join(dp, name)
+            with open(p, "rb") as f:
+                out[os.path.relpath(p, root)] = (os.path.getsize(p), hashlib.sha256(f.read()).hexdigest())
+    return out
+
+
+def mounted_tmpfs(tmp_path, size: int):
+    """Generator for a fixture: a tmpfs of ``size`` bytes mounted under ``tmp_path`` (a
+    real small disk to fill), unmounted afterwards. Mounting needs root (CI runs as
+    root); elsewhere the test is skipped with that reason."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    p = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {p.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)

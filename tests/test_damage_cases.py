@@ -22,7 +22,6 @@ all it found. The corruption model of RocketMQ's ``DefaultMessageStoreTest.testR
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 import random
 import struct
@@ -32,7 +31,7 @@ import time
 
 import pytest
 import rocketmq_decoder as rd
-from conftest import small_config
+from conftest import small_config, snapshot
 
 import pymq
 
@@ -135,17 +134,6 @@ def wait_dispatched(store, timeout: float = 5.0) -> None:
     while store.dispatch_behind_bytes():
         assert time.monotonic() < deadline, "the dispatcher did not catch up"
         time.sleep(0.002)
-
-
-def snapshot(root: str) -> dict:
-    """Path -> (size, sha256) of every file under ``root``."""
-    out = {}
-    for dp, _dn, fn in os.walk(root):
-        for name in fn:
-            p = os.path.join(dp, name)
-            with open(p, "rb") as f:
-                out[os.path.relpath(p, root)] = (os.path.getsize(p), hashlib.sha256(f.read()).hexdigest())
-    return out
 
 
 # -- the consistency oracle -------------------------------------------------------------------

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import logging
 import os
-import subprocess
 import time
 
 import pytest
-from conftest import small_config
+from conftest import mounted_tmpfs, small_config
 
 import pymq
 from pymq import GetMessageStatus, PutMessageStatus
@@ -25,30 +24,15 @@ from pymq import GetMessageStatus, PutMessageStatus
 MOUNT_SIZE = 3 * 1024 * 1024
 
 
-def _mounted_tmpfs(tmp_path, size):
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    p = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)],
-                       capture_output=True, text=True)
-    if p.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {p.stderr.strip()}")
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
-
-
 @pytest.fixture
 def tmpfs(tmp_path):
-    yield from _mounted_tmpfs(tmp_path, MOUNT_SIZE)
+    yield from mounted_tmpfs(tmp_path, MOUNT_SIZE)
 
 
 @pytest.fixture
 def tmpfs_8m(tmp_path):
     """Room for a timer wheel too (two days of slots: 5.3 MiB, allocated whole)."""
-    yield from _mounted_tmpfs(tmp_path, 8 * 1024 * 1024)
+    yield from mounted_tmpfs(tmp_path, 8 * 1024 * 1024)
 
 
 def cfg(**kw):

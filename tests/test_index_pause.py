@@ -10,11 +10,10 @@ from __future__ import annotations
 import json
 import logging
 import os
-import subprocess
 import time
 
 import pytest
-from conftest import small_config
+from conftest import mounted_tmpfs, small_config
 
 import pymq
 from pymq import PutMessageStatus
@@ -29,18 +28,7 @@ BALLAST = 2 * 1024 * 1024
 
 @pytest.fixture
 def tmpfs(tmp_path):
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    p = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={MOUNT_SIZE}", "tmpfs", str(mnt)],
-                       capture_output=True, text=True)
-    if p.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {p.stderr.strip()}")
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+    yield from mounted_tmpfs(tmp_path, MOUNT_SIZE)
 
 
 def cfg(**kw):

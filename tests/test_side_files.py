@@ -41,7 +41,7 @@ def cfg(**kw):
 def damage(path, how, rng):
     data = open(path, "rb").read()
     if how == "garbage":
-        new = bytes(rng.randrange(256) for _ in range(max(len(data), 64)))
+        new = rng.randbytes(max(len(data), 64))
         new = new[:len(data)] if len(data) >= 64 else new
     elif how == "truncated":
         new = data[: len(data) // 2]
@@ -106,7 +106,7 @@ def test_a_damaged_side_file_opens_with_every_message(tmp_path, name, how, with_
     build(path, with_bak)
     target = path / FILES[name]
     assert target.exists()
-    damage(target, how, random.Random(hash((name, how))))
+    damage(target, how, random.Random(f"{name}-{how}"))
     if not with_bak:
         strict_error = SegmentSizeError if (name == "timerwheel" and how in ("truncated", "empty")) \
             else CorruptStoreError
@@ -252,7 +252,7 @@ def test_check_reports_a_damaged_side_file_before_any_open(template, capfd, tmp_
     rel = CHECKED[name]
     for bak in path.glob("config/*.bak"):          # no good copy: an open would reset the table
         bak.unlink()
-    damage_by_replacing(path / rel, how, random.Random(hash((name, how))))
+    damage_by_replacing(path / rel, how, random.Random(f"{name}-{how}"))
     before = snapshot(path)
     code, text, _ = run_check(capfd, path)
     code_json, out, _ = run_check(capfd, path, "--json")

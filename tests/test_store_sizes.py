@@ -10,13 +10,12 @@ come from ``config/storeSizes.json``, or, when it is missing or damaged, from th
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
 
 import pytest
-from conftest import small_config
+from conftest import small_config, snapshot
 
 import pymq
 from pymq import cli
@@ -40,17 +39,6 @@ def build(path: str, n: int) -> list:
         rs = [s.put_message(pymq.Message("T", body(i), keys=[f"k{i}"], queue_id=i % 2)) for i in range(n)]
     assert all(r.is_ok() for r in rs)
     return rs
-
-
-def tree(path: str) -> dict:
-    """Every file under ``path``: its size and a hash of its bytes."""
-    out = {}
-    for d, _dirs, files in os.walk(path):
-        for name in files:
-            p = os.path.join(d, name)
-            with open(p, "rb") as f:
-                out[os.path.relpath(p, path)] = (os.path.getsize(p), hashlib.sha256(f.read()).hexdigest())
-    return out
 
 
 def bodies(store) -> list[bytes]:
@@ -100,10 +88,10 @@ def assert_opens(path: str, n: int, capfd, damaged_record: bool = False) -> None
 
 def refuse(path: str, config: pymq.StoreConfig) -> str:
     """Open with ``config``: a SegmentSizeError, and not a byte changed."""
-    before = tree(path)
+    before = snapshot(path)
     with pytest.raises(pymq.SegmentSizeError) as info:
         pymq.MessageStore(path, config)
-    assert tree(path) == before
+    assert snapshot(path) == before
     return str(info.value)
 
 
@@ -122,10 +110,10 @@ def test_wrong_sizes_refused_and_nothing_changed(tmp_path, capfd, n, segments):
         assert part in text, text
     # a second wrong open, and a read-only one, change nothing either
     refuse(path, pymq.StoreConfig())
-    before = tree(path)
+    before = snapshot(path)
     with pytest.raises(pymq.PymqError):
         pymq.MessageStore(path, pymq.StoreConfig(), read_only=True)
-    assert tree(path) == before
+    assert snapshot(path) == before
     assert_opens(path, n, capfd)
 
 
@@ -220,11 +208,11 @@ def write_segments(d: str, size: int, lengths: list[int], first: int = 0) -> lis
 def test_load_never_grows_a_segment_into_another_size(tmp_path, lengths, first):
     d = str(tmp_path / "q")
     paths = write_segments(d, 4096, lengths, first)
-    before = tree(d)
+    before = snapshot(d)
     q = MappedFileQueue(d, 8192)
     with pytest.raises(pymq.SegmentSizeError):
         q.load()
-    assert tree(d) == before and q.short_last_file is None
+    assert snapshot(d) == before and q.short_last_file is None
     assert [os.path.getsize(p) for p in paths] == lengths
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import pymq
 
-from .base import TOPIC, Workload, _batch_sizes, _expect, _MiB
+from .base import TOPIC, Workload, _batch_sizes, _expect
 from .write import PymqPutMessages, _LmdbWorkload, _PymqWorkload
 
 

@@ -4,7 +4,6 @@ group's retry limit, long polling."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import time

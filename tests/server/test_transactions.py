@@ -4,7 +4,6 @@ by the broker's check through the producer's TransactionChecker."""
 
 from __future__ import annotations
 
-import time
 
 import pytest
 
