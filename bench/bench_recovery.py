@@ -47,7 +47,7 @@ def scan_seconds(path: str) -> tuple[float, float]:
     """Best of 3 of the scan with and without CRC checks, alternated on one mapping of the
     log (a first pass over a fresh mapping pays for setting up its page tables)."""
     from pymq.store.commit_log import CommitLog
-    cl = CommitLog(path, pymq.config.config_for_store(path))
+    cl = CommitLog(path, pymq.store_sizes.config_for_store(path))
     cl.load()
     files = cl.mapped_file_queue.mapped_files
     for mf in files:

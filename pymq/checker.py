@@ -33,7 +33,8 @@ from typing import Callable, Optional
 
 from pymq._core import record
 from pymq._core.index_file import index_file_size
-from pymq.config import StoreConfig, config_for_store, infer_sizes, recorded_sizes
+from pymq.config import StoreConfig
+from pymq.store_sizes import config_for_store, infer_sizes, recorded_sizes
 from pymq.errors import PymqError
 from pymq.message_store import MessageStore
 from pymq.side_file_check import check_side_files, set_aside_files

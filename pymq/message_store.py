@@ -18,7 +18,8 @@ from typing import Callable, Iterable, Optional
 from pymq._core.dispatch import CqRouter
 from pymq._core.message import Message
 from pymq._core.record import decode_message_id
-from pymq.config import StoreConfig, check_sizes, config_for_store, recorded_sizes, save_sizes
+from pymq.config import StoreConfig
+from pymq.store_sizes import check_sizes, config_for_store, recorded_sizes, save_sizes
 from pymq.errors import CorruptRecordError, DiskFullError, StoreStateError
 from pymq.results import GetMessageResult
 from pymq.status import BoundaryType, PutMessageStatus

@@ -21,7 +21,8 @@ import time
 from collections.abc import Generator
 from typing import Callable, Optional, Protocol
 
-from pymq.config import StoreConfig, recorded_sizes, sizes_path
+from pymq.config import StoreConfig
+from pymq.store_sizes import recorded_sizes, sizes_path
 from pymq.store.checkpoint import StoreCheckpoint
 from pymq.store.config_manager import MISSING, ConfigManager, loads_fastjson
 from pymq.store.consumer_offsets import ConsumerOffsetManager

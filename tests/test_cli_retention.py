@@ -10,7 +10,7 @@ from conftest import small_config
 
 import pymq
 from pymq import cli
-from pymq.config import save_sizes
+from pymq.store_sizes import save_sizes
 
 
 def make_store(path, n=2000):

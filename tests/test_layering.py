@@ -23,6 +23,10 @@ RULES: list[tuple[str, tuple[str, ...]]] = [
     # RocketMQ's store module; store/ never reaches its own facade
     ("pymq.store", ("pymq.message_store", "pymq.broker", "pymq.server", "pymq.cli", "pymq.aio", "pymq.spark",
                     "pymq.benchmark")),
+    ("pymq.config", ("pymq.store", "pymq.message_store", "pymq.broker", "pymq.server", "pymq.cli", "pymq.aio",
+                     "pymq.spark", "pymq.benchmark")),
+    ("pymq.store_sizes", ("pymq.store", "pymq.message_store", "pymq.broker", "pymq.server", "pymq.cli",
+                          "pymq.aio", "pymq.spark", "pymq.benchmark")),
     ("pymq.message_store", ("pymq.broker", "pymq.server", "pymq.cli", "pymq.aio", "pymq.spark",
                             "pymq.benchmark")),
     # RocketMQ's broker module: usable embedded, no protocol

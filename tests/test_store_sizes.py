@@ -21,7 +21,7 @@ import pymq
 from pymq import cli
 from pymq._core.mapped_file import offset_to_file_name
 from pymq.checker import StoreChecker
-from pymq.config import sizes_path
+from pymq.store_sizes import sizes_path
 from pymq.store.mapped_file_queue import MappedFileQueue
 
 SEG = 64 * 1024

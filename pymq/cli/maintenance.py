@@ -17,7 +17,7 @@ from .registry import command
 def _open_writer(args: argparse.Namespace, **settings):
     """The store opened for writing with the sizes it records (and ``settings``); a live
     writer elsewhere makes this fail with StoreLockedError."""
-    from pymq.config import config_for_store
+    from pymq.store_sizes import config_for_store
     if not os.path.isdir(os.path.join(args.store, "commitlog")):
         raise pymq.PymqError(f"{args.store} holds no store (no commitlog/ directory)")
     cfg = config_for_store(args.store)
@@ -98,7 +98,7 @@ def _resend_arguments(parser: argparse.ArgumentParser) -> None:
          "(as the dashboard's resend of a DLQ message)", _resend_arguments)
 def cmd_resend_dlq(args: argparse.Namespace) -> int:
     from pymq.broker import Broker
-    from pymq.config import config_for_store
+    from pymq.store_sizes import config_for_store
     if not os.path.isdir(os.path.join(args.store, "commitlog")):
         raise pymq.PymqError(f"{args.store} holds no store (no commitlog/ directory)")
     with Broker(args.store, config_for_store(args.store)) as broker:

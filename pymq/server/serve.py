@@ -123,7 +123,8 @@ def run(args: argparse.Namespace) -> int:
     import logging
 
     from pymq.broker import Broker, BrokerConfig
-    from pymq.config import StoreConfig, config_for_store
+    from pymq.config import StoreConfig
+    from pymq.store_sizes import config_for_store
     from pymq.errors import PymqError
 
     from .addresses import route_host

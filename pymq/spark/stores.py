@@ -27,7 +27,7 @@ from collections import OrderedDict
 from typing import Optional
 
 import pymq
-from pymq.config import SIZE_FIELDS, config_for_store, sizes_path
+from pymq.store_sizes import SIZE_FIELDS, config_for_store, sizes_path
 from pymq.errors import StoreLockedError
 
 STORE_OPTION_PREFIX = "store."

@@ -341,7 +341,7 @@ def test_retry_machine():
 
 def test_cli_lists_retry_and_dlq_topics_and_resends_dead_letters(tmp_path, capfd):
     from pymq import cli
-    from pymq.config import save_sizes
+    from pymq.store_sizes import save_sizes
     path = str(tmp_path / "b")
     with broker(path) as b:
         save_sizes(path, b.config)
