@@ -170,21 +170,19 @@ class TrafficMetrics:
         """``messages`` of ``message_type`` (``normal``, ``fifo``, ``delay``, ``transaction``:
         RocketMQ's label values, :mod:`pymq.server.traffic`), ``nbytes`` as stored, went
         into ``topic``."""
-        key = (topic, message_type)
-        children = self._in.get(key)
-        if children is None:
-            children = self._in[key] = (self.messages_sent.labels(topic, message_type),
-                                        self.throughput_in.labels(topic, message_type))
-        children[0].inc(messages)
-        children[1].inc(nbytes)
+        self._count(self._in, self.messages_sent, self.throughput_in, (topic, message_type), messages, nbytes)
 
     def delivered(self, topic: str, group: str, messages: int, nbytes: int) -> None:
         """``messages`` of ``topic`` (``nbytes`` as stored) were handed to ``group``."""
-        key = (topic, group)
-        children = self._out.get(key)
+        self._count(self._out, self.messages_out, self.throughput_out, (topic, group), messages, nbytes)
+
+    @staticmethod
+    def _count(children_of: dict, messages_counter: Counter, bytes_counter: Counter, key: tuple,
+               messages: int, nbytes: int) -> None:
+        """Add to the two counters' children for ``key``, looked up once per label set."""
+        children = children_of.get(key)
         if children is None:
-            children = self._out[key] = (self.messages_out.labels(topic, group),
-                                         self.throughput_out.labels(topic, group))
+            children = children_of[key] = (messages_counter.labels(*key), bytes_counter.labels(*key))
         children[0].inc(messages)
         children[1].inc(nbytes)
 
