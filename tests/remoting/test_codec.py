@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from pymq.server.remoting.admin import ObjectKeyMap, fastjson
 from pymq.server.remoting.auth import RemotingAuthenticator, sign
+from pymq.server.remoting import codec
 from pymq.server.remoting.codec import FrameError, RemotingCommand, decode_frame, encode
 from pymq.server.remoting.headers import RequestError
 
@@ -89,6 +90,43 @@ def test_json_header_values_read_as_text_and_answered_in_json():
 def test_malformed_headers_raise_frame_error(raw):
     with pytest.raises(FrameError):
         decode_frame(memoryview(raw))
+
+
+@pytest.mark.parametrize("field", ["code", "opaque", "flag", "version"])
+@pytest.mark.parametrize("value", [2**31, -2**31 - 1, 10**30, 1e30])
+def test_json_header_numbers_outside_a_java_int_raise_frame_error(field, value):
+    h = json.dumps({"code": 11, "opaque": 1, "flag": 0, "version": 437, field: value}).encode()
+    with pytest.raises(FrameError):
+        decode_frame(memoryview(struct.pack(">i", len(h)) + h))
+
+
+json_value = st.one_of(st.integers(-2**63, 2**64 - 1), st.booleans(), st.none(), text,
+                       st.floats(allow_nan=False, allow_infinity=False))
+
+
+@given(code=st.integers(-2**31, 2**31 - 1), opaque=st.integers(-2**31, 2**31 - 1), flag=st.integers(0, 3),
+       remark=st.one_of(st.none(), text), language=text,
+       ext=st.dictionaries(text, json_value, max_size=6), body=st.binary(max_size=16))
+def test_json_headers_read_and_written_alike_with_orjson_and_json(code, opaque, flag, remark, language, ext, body):
+    """The orjson path (the server extra) and the standard library's give the same
+    commands from the same bytes, and responses that parse to the same document."""
+    assert codec.orjson is not None, "the test extra installs orjson"
+    doc = {"code": code, "language": language, "version": 437, "opaque": opaque, "flag": flag, "extFields": ext}
+    if remark is not None:
+        doc["remark"] = remark
+    h = json.dumps(doc).encode()
+    fast = codec._decode_json_header(h)
+    slow = codec._decode_json_header(h, loads=json.loads)
+    for name in RemotingCommand.__slots__:
+        assert getattr(fast, name) == getattr(slow, name), name
+    resp = fast.response(code, remark, ext, body)
+    assert json.loads(codec._encode_json_header(resp)) == json.loads(
+        codec._encode_json_header(resp, dumps=codec._stdlib_dumps))
+
+
+def test_a_remark_orjson_refuses_is_written_by_json():
+    resp = RemotingCommand(11, 3).response(1, "bad \udcff byte")
+    assert json.loads(codec._encode_json_header(resp))["remark"] == "bad \udcff byte"
 
 
 def test_fastjson_object_keys():
