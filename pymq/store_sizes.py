@@ -15,6 +15,7 @@ import dataclasses
 import json
 import os
 
+from ._core.index_file import index_file_size
 from .config import StoreConfig
 from .errors import PymqError, SegmentSizeError
 
@@ -67,11 +68,6 @@ def recorded_sizes(store_path: str) -> tuple[dict, str | None]:
         return {}, None
     except (ValueError, TypeError, PymqError, UnicodeDecodeError) as e:
         return {}, f"{sizes_path(store_path)} is unreadable ({e}): file sizes read off the files instead"
-
-
-def index_file_bytes(hash_slots: int, max_entries: int) -> int:
-    """Length of an index file: a 40-byte header, 4 bytes a slot, 20 bytes an entry."""
-    return 40 + 4 * hash_slots + 20 * max_entries
 
 
 def _digit_names(path: str) -> list[str]:
@@ -193,7 +189,7 @@ def check_sizes(store_path: str, config: StoreConfig, config_given: bool = True)
         differs("index_hash_slots", found.index_files > 0)
         differs("index_max_entries", found.index_files > 0)
     elif found.index_file_bytes is not None:
-        given = index_file_bytes(config.index_hash_slots, config.index_max_entries)
+        given = index_file_size(config.index_hash_slots, config.index_max_entries)
         if given != found.index_file_bytes:
             wrong.append(("index file length", found.index_file_bytes,
                           f"{given} (index_hash_slots={config.index_hash_slots}, "
