@@ -34,7 +34,7 @@ from typing import Callable, Optional
 from pymq._core import record
 from pymq._core.index_file import index_file_size
 from pymq.config import StoreConfig
-from pymq.store_sizes import config_for_store, infer_sizes, recorded_sizes
+from pymq.store_sizes import config_for_store, infer_sizes, numbered_files, recorded_sizes
 from pymq.errors import PymqError
 from pymq.message_store import MessageStore
 from pymq.side_file_check import check_side_files, set_aside_files
@@ -208,7 +208,7 @@ class StoreChecker:
     def _check_index(self, store, report: CheckReport) -> None:
         cfg = self.config
         d = os.path.join(self.path, "index")
-        names = sorted(n for n in os.listdir(d) if n.isdigit()) if os.path.isdir(d) else []
+        names = numbered_files(d)
         size = index_file_size(cfg.index_hash_slots, cfg.index_max_entries)
         report.index_files = len(names)
         cl = store.commit_log

@@ -22,7 +22,7 @@ from collections.abc import Generator
 from typing import Callable, Optional, Protocol
 
 from pymq.config import StoreConfig
-from pymq.store_sizes import recorded_sizes, sizes_path
+from pymq.store_sizes import numbered_files, recorded_sizes, sizes_path
 from pymq.store.checkpoint import StoreCheckpoint
 from pymq.store.config_manager import MISSING, ConfigManager, loads_fastjson
 from pymq.store.consumer_offsets import ConsumerOffsetManager
@@ -274,7 +274,7 @@ class _SideFileCheck:
         """(reader, end of its units) of each timer-log file, newest first, each opened
         only while it is read."""
         d = os.path.join(self.path, "timerlog")
-        names = sorted(n for n in os.listdir(d) if n.isdigit()) if os.path.isdir(d) else []
+        names = numbered_files(d)
         for i, name in enumerate(reversed(names)):
             with FileReader(os.path.join(d, name)) as f:
                 length = f.size // UNIT_SIZE * UNIT_SIZE

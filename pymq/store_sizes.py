@@ -70,7 +70,9 @@ def recorded_sizes(store_path: str) -> tuple[dict, str | None]:
         return {}, f"{sizes_path(store_path)} is unreadable ({e}): file sizes read off the files instead"
 
 
-def _digit_names(path: str) -> list[str]:
+def numbered_files(path: str) -> list[str]:
+    """Names of the files in directory ``path`` named by their offset (digits only), in
+    order; none when the directory is missing."""
     try:
         return sorted(n for n in os.listdir(path) if n.isdigit())
     except (FileNotFoundError, NotADirectoryError):
@@ -111,7 +113,7 @@ def sizes_of_files(store_path: str) -> FileSizes:
     files: the length most of them have."""
     out = FileSizes()
     cl = os.path.join(store_path, "commitlog")
-    names = _digit_names(cl)
+    names = numbered_files(cl)
     out.commitlog_segments = len(names)
     if len(names) > 1:
         out.commitlog_file_size = _most_common([int(b) - int(a) for a, b in zip(names, names[1:])])
@@ -122,7 +124,7 @@ def sizes_of_files(store_path: str) -> FileSizes:
     for topic in (sorted(os.listdir(cq)) if os.path.isdir(cq) else []):
         tdir = os.path.join(cq, topic)
         for qid in (sorted(os.listdir(tdir)) if os.path.isdir(tdir) else []):
-            files = _digit_names(os.path.join(tdir, qid))
+            files = numbered_files(os.path.join(tdir, qid))
             out.consume_queue_files += len(files)
             if len(files) > 1:
                 gap = int(files[1]) - int(files[0])
@@ -134,7 +136,7 @@ def sizes_of_files(store_path: str) -> FileSizes:
                     by_length.append(length // 20)
     out.consume_queue_entries = _most_common(by_names or by_length)
     ix = os.path.join(store_path, "index")
-    files = _digit_names(ix)
+    files = numbered_files(ix)
     out.index_files = len(files)
     out.index_file_bytes = _most_common([n for n in (_size_of(os.path.join(ix, f)) for f in files) if n])
     return out
