@@ -118,7 +118,7 @@ def test_consumer_killed_mid_stream_resumes_from_committed_offsets(remoting_serv
                                                                        start=300, concurrent=4)))
         producer.start()
         a.wait_for(lambda _: len(a.messages()) >= 350, 60, "some of the second 300")
-        a.proc.send_signal(signal.SIGKILL)
+        a.kill()            # SIGKILL, then read what it printed to the end of the pipe
         killed_had = {m["msgId"] for m in a.messages()}
         producer.join(120)
         assert len(sent) == 300 and all(x["status"] == "SEND_OK" for x in sent)
@@ -128,7 +128,12 @@ def test_consumer_killed_mid_stream_resumes_from_committed_offsets(remoting_serv
     early = {x["msgId"] for x in first}
     a2 = NodeClient(opts)
     try:
-        a2.wait_for(lambda _: killed_had | {m["msgId"] for m in a2.messages()} >= ids, 90, "every message")
+        try:
+            a2.wait_for(lambda _: killed_had | {m["msgId"] for m in a2.messages()} >= ids, 90, "every message")
+        except AssertionError:
+            missing = ids - killed_had - {m["msgId"] for m in a2.messages()}
+            where = [(x["i"], x.get("queueId"), x.get("queueOffset")) for x in first + sent if x["msgId"] in missing]
+            raise AssertionError(f"{len(missing)} never consumed (i, queue, offset): {sorted(where)[:20]}") from None
         time.sleep(1.0)
         again = [m["msgId"] for m in a2.messages()]
     finally:
