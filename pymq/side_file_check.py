@@ -24,7 +24,8 @@ from typing import Callable, Optional, Protocol
 from pymq.config import StoreConfig
 from pymq.store_sizes import numbered_files, recorded_sizes, sizes_path
 from pymq.store.checkpoint import StoreCheckpoint
-from pymq.store.config_manager import MISSING, ConfigManager, loads_fastjson
+from pymq.store.config_manager import MISSING, ConfigManager
+from pymq.store.fastjson import loads_fastjson
 from pymq.store.consumer_offsets import ConsumerOffsetManager
 from pymq.store.delay_offsets import DelayOffsetManager
 from pymq.store.timer_files import SLOT, UNIT_SIZE, FileReader, units_end, wheel_damage, wheel_slots

@@ -23,7 +23,7 @@ import pytest
 
 import pymq
 from pymq import GetMessageStatus, PutMessageStatus
-from pymq.store.config_manager import dumps_fastjson, loads_fastjson
+from pymq.store.fastjson import dumps_fastjson, loads_fastjson
 
 from conftest import small_config
 

@@ -22,7 +22,7 @@ from conftest import small_config
 import pymq
 from pymq.checker import StoreChecker
 from pymq.errors import CorruptStoreError
-from pymq.store.config_manager import dumps_fastjson
+from pymq.store.fastjson import dumps_fastjson
 
 NOW_S = int(time.time())
 

@@ -16,7 +16,8 @@ import os
 import time
 from typing import Any, Optional
 
-from pymq.store.config_manager import ConfigManager, dumps_fastjson, loads_fastjson
+from pymq.store.config_manager import ConfigManager
+from pymq.store.fastjson import dumps_fastjson, loads_fastjson
 
 
 class DataVersionTable(ConfigManager):

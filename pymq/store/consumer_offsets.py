@@ -34,7 +34,8 @@ import os
 from collections.abc import Callable, Iterable
 from typing import Any, Optional, Union
 
-from .config_manager import ConfigManager, ConfigPersistService, dumps_fastjson, loads_fastjson
+from .config_manager import ConfigManager, ConfigPersistService
+from .fastjson import dumps_fastjson, loads_fastjson
 
 log = logging.getLogger("pymq")
 

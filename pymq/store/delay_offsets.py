@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 
-from .config_manager import ConfigManager, dumps_fastjson, loads_fastjson
+from .config_manager import ConfigManager
+from .fastjson import dumps_fastjson, loads_fastjson
 
 
 _MAX_OFFSET = (1 << 63) - 1            # offsets are Java longs

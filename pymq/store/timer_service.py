@@ -45,7 +45,8 @@ from pymq._core.mapped_file import MappedFile
 from pymq._core.message import Message
 from pymq.errors import CorruptStoreError, SegmentSizeError
 
-from .config_manager import ConfigManager, disk_full, dumps_fastjson, loads_fastjson, log_unsaved_at_shutdown
+from .config_manager import ConfigManager, disk_full, log_unsaved_at_shutdown
+from .fastjson import dumps_fastjson, loads_fastjson
 from .episode_log import EpisodeLog
 from .mapped_file_queue import MappedFileQueue
 from .service_thread import ServiceThread

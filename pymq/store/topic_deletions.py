@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import os
 
-from .config_manager import ConfigManager, dumps_fastjson, loads_fastjson
+from .config_manager import ConfigManager
+from .fastjson import dumps_fastjson, loads_fastjson
 
 
 def _parse(text: str) -> dict[str, int]:

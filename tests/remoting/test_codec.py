@@ -1,5 +1,5 @@
 """The remoting codec against an independent struct-based encoder and decoder of the two
-header types (JSON and ROCKETMQ binary), the fastjson writer, and request signatures."""
+header types (JSON and ROCKETMQ binary) and request signatures."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pymq.server.remoting.admin import ObjectKeyMap, fastjson
 from pymq.server.remoting.auth import RemotingAuthenticator, sign
 from pymq.server.remoting import codec
 from pymq.server.remoting.codec import FrameError, RemotingCommand, decode_frame, encode
@@ -127,13 +126,6 @@ def test_json_headers_read_and_written_alike_with_orjson_and_json(code, opaque, 
 def test_a_remark_orjson_refuses_is_written_by_json():
     resp = RemotingCommand(11, 3).response(1, "bad \udcff byte")
     assert json.loads(codec._encode_json_header(resp))["remark"] == "bad \udcff byte"
-
-
-def test_fastjson_object_keys():
-    doc = {"offsetTable": ObjectKeyMap([({"brokerName": "b", "queueId": 0, "topic": "T"}, {"maxOffset": 3})]),
-           "consumeTps": 0.0}
-    assert fastjson(doc) == b'{"offsetTable":{{"brokerName":"b","queueId":0,"topic":"T"}:{"maxOffset":3}},' \
-                            b'"consumeTps":0.0}'
 
 
 def test_signature_is_hmac_sha1_over_sorted_values_and_body():

@@ -11,8 +11,8 @@ import pytest
 
 from pymq.errors import CorruptStoreError
 from pymq.store import config_manager as cm
-from pymq.store.config_manager import (ConfigManager, ConfigPersistService, FastjsonDecodeError,
-                                       dumps_fastjson, loads_fastjson)
+from pymq.store.config_manager import ConfigManager, ConfigPersistService
+from pymq.store.fastjson import FastjsonDecodeError, ObjectKeyMap, dumps_fastjson, loads_fastjson
 
 # Written by RocketMQ (fastjson 1.x): an int-keyed map stays on the line of its brace.
 REAL_CONSUMER_OFFSET = (
@@ -136,6 +136,23 @@ def test_dumps_rejects_what_json_cannot_hold():
     for bad in (float("nan"), float("inf")):
         with pytest.raises(ValueError):
             dumps_fastjson({"a": bad})
+
+
+def test_object_keys_as_fastjson_writes_a_map_keyed_by_message_queue():
+    """RocketMQ's admin bodies (topic stats, consume stats) are maps keyed by MessageQueue
+    objects; mqadmin reads them with fastjson."""
+    mq = {"brokerName": "b", "queueId": 0, "topic": "T"}
+    doc = {"offsetTable": ObjectKeyMap([(mq, {"maxOffset": 3}), (dict(mq, queueId=1), {"maxOffset": 0})]),
+           "consumeTps": 0.0}
+    assert dumps_fastjson(doc, pretty=False) == (
+        '{"offsetTable":{{"brokerName":"b","queueId":0,"topic":"T"}:{"maxOffset":3},'
+        '{"brokerName":"b","queueId":1,"topic":"T"}:{"maxOffset":0}},"consumeTps":0.0}')
+    assert dumps_fastjson({"offsetTable": ObjectKeyMap()}, pretty=False) == '{"offsetTable":{}}'
+    pretty = dumps_fastjson({"t": ObjectKeyMap([(mq, 1)])})
+    assert pretty == '{\n\t"t":{\n\t\t{\n\t\t\t"brokerName":"b",\n\t\t\t"queueId":0,\n\t\t\t"topic":"T"\n\t\t}:1\n\t}\n}'
+    for bad_key in ("queue", 0, None, [1]):
+        with pytest.raises(TypeError, match="ObjectKeyMap keys"):
+            dumps_fastjson(ObjectKeyMap([(bad_key, 1)]))
 
 
 def _random_str(rng):

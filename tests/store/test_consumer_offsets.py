@@ -10,7 +10,7 @@ import pytest
 
 import pymq
 from pymq.errors import CorruptStoreError
-from pymq.store.config_manager import loads_fastjson
+from pymq.store.fastjson import loads_fastjson
 from pymq.store.consumer_offsets import ConsumerOffsetManager, ConsumerOffsetPersistService
 
 REAL_FILE = (

@@ -12,12 +12,12 @@ them with fastjson, whose map keys may be objects::
 
     {"offsetTable": {{"brokerName": "broker-a", "queueId": 0, "topic": "T"}: {"maxOffset": 5, ...}}}
 
-:func:`fastjson` writes that form (standard JSON cannot express it).
+:func:`pymq.store.fastjson.dumps_fastjson` writes that form from an ``ObjectKeyMap``
+(standard JSON cannot express it).
 """
 
 from __future__ import annotations
 
-import json
 import time
 
 from pymq._version import __version__
@@ -25,6 +25,7 @@ from pymq.broker.subscription_group import SubscriptionGroupConfig
 from pymq.broker.topic_config import TopicConfig
 from pymq.broker.validators import group_problem, is_internal_topic, is_system_topic, topic_problem
 from pymq.status import BoundaryType
+from pymq.store.fastjson import ObjectKeyMap, dumps_fastjson
 
 from .codes import RequestCode, ResponseCode
 from .headers import RequestError, json_body, json_bytes, opt_int, opt_str, req_int, require
@@ -32,22 +33,8 @@ from .headers import RequestError, json_body, json_bytes, opt_int, opt_str, req_
 SERVER_VERSION_DESC = "V4_9_7"
 
 
-class ObjectKeyMap(list):
-    """A map whose keys are objects (a list of (key dict, value) pairs), for :func:`fastjson`."""
-
-
-def fastjson(doc) -> bytes:
-    """``doc`` as fastjson writes it: standard JSON, except that an :class:`ObjectKeyMap`
-    becomes a map with object keys."""
-    def enc(v) -> str:
-        if isinstance(v, ObjectKeyMap):
-            return "{" + ",".join(f"{enc(k)}:{enc(x)}" for k, x in v) + "}"
-        if isinstance(v, dict):
-            return "{" + ",".join(f"{json.dumps(str(k))}:{enc(x)}" for k, x in v.items()) + "}"
-        if isinstance(v, (list, tuple)):
-            return "[" + ",".join(enc(x) for x in v) + "]"
-        return json.dumps(v, ensure_ascii=False)
-    return enc(doc).encode()
+def _fastjson(doc) -> bytes:
+    return dumps_fastjson(doc, pretty=False).encode()
 
 
 class AdminProcessor:
@@ -181,7 +168,7 @@ class AdminProcessor:
             last = b.get_message_store_timestamp(topic, qid, max_o - 1) if max_o > 0 else 0
             table.append((self._mq(topic, qid), {"lastUpdateTimestamp": max(last, 0), "maxOffset": max_o,
                                                  "minOffset": b.get_min_offset_in_queue(topic, qid)}))
-        return cmd.response(ResponseCode.SUCCESS, body=fastjson({"offsetTable": table}))
+        return cmd.response(ResponseCode.SUCCESS, body=_fastjson({"offsetTable": table}))
 
     # -- groups -------------------------------------------------------------------------------
 
@@ -228,7 +215,7 @@ class AdminProcessor:
                 last = b.get_message_store_timestamp(t, qid, consumed - 1) if consumed > 0 else 0
                 table.append((self._mq(t, qid), {"brokerOffset": max_o, "consumerOffset": consumed,
                                                  "lastTimestamp": max(last, 0)}))
-        return cmd.response(ResponseCode.SUCCESS, body=fastjson({"offsetTable": table, "consumeTps": 0.0}))
+        return cmd.response(ResponseCode.SUCCESS, body=_fastjson({"offsetTable": table, "consumeTps": 0.0}))
 
     def query_topic_consume_by_who(self, conn, cmd):
         topic = require(cmd.ext_fields, "topic")
