@@ -1,7 +1,8 @@
 """``config/storeSizes.json``: the file sizes a store was written with.
 
 A store's files only make sense at the sizes they were made with (commit-log segment
-size, consume-queue entries per file, the index's slots and entries). A writer records
+size, consume-queue entries per file, the index's slots and entries, the timer wheel's
+slots, which follow ``timer_wheel_days`` and ``timer_max_delay_sec``). A writer records
 them after it opened; readers that come without a config (the CLI, Spark executors,
 ``pymq check``) take them from there, or, for a store without the record (one written by
 RocketMQ, or a damaged record), read them off the files. ``check_sizes`` refuses a config
@@ -19,7 +20,10 @@ from ._core.index_file import index_file_size
 from .config import StoreConfig
 from .errors import PymqError, SegmentSizeError
 
-SIZE_FIELDS = ("commitlog_file_size", "consume_queue_entries", "index_hash_slots", "index_max_entries")
+#: the settings the files' lengths follow: the timer settings give the wheel's slot count
+#: (``timer_files.wheel_slots``)
+SIZE_FIELDS = ("commitlog_file_size", "consume_queue_entries", "index_hash_slots", "index_max_entries",
+               "timer_wheel_days", "timer_max_delay_sec")
 
 
 def sizes_path(store_path: str) -> str:
@@ -187,6 +191,9 @@ def check_sizes(store_path: str, config: StoreConfig, config_given: bool = True)
 
     differs("commitlog_file_size", found.commitlog_segments > 0, found.commitlog_file_size)
     differs("consume_queue_entries", found.consume_queue_files > 0, found.consume_queue_entries)
+    wheel = os.path.exists(os.path.join(store_path, "timerwheel"))
+    differs("timer_wheel_days", wheel)              # recorded only: a wheel's length alone
+    differs("timer_max_delay_sec", wheel)           # cannot tell damage from other settings
     if "index_hash_slots" in recorded and "index_max_entries" in recorded:
         differs("index_hash_slots", found.index_files > 0)
         differs("index_max_entries", found.index_files > 0)

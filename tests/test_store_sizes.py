@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 
 import pytest
 from conftest import small_config, snapshot
@@ -226,3 +227,50 @@ def test_load_grows_a_short_last_segment_of_its_own_size(tmp_path):
         assert len(q.mapped_files) == 3
     finally:
         q.shutdown()
+
+
+# -- the timer wheel's settings ---------------------------------------------------------------------
+
+def test_timer_settings_recorded_so_the_wheel_is_never_taken_for_damage(tmp_path, capfd):
+    """The wheel's length follows timer_wheel_days and timer_max_delay_sec. A store written
+    with other ones than the defaults opens without a config with its own: its wheel is not
+    set aside and rebuilt as damaged, the pending timer is delivered once, and ``pymq
+    check`` finds nothing. A config that contradicts them is refused, as for other sizes."""
+    path = str(tmp_path / "s")
+    timer = dict(timer_wheel_days=1, timer_max_delay_sec=3600)
+    with pymq.MessageStore(path, small_config(**timer)) as s:
+        due = int(time.time() * 1000) + 2500
+        assert s.put_message(pymq.Message("T", b"later", deliver_time_ms=due)).is_ok()
+        assert s.put_message(pymq.Message("T", b"now")).is_ok()
+        deadline = time.monotonic() + 10
+        while not os.path.exists(os.path.join(path, "timerwheel")) and time.monotonic() < deadline:
+            time.sleep(0.02)
+    recorded = json.load(open(sizes_path(path)))
+    assert (recorded["timer_wheel_days"], recorded["timer_max_delay_sec"]) == (1, 3600)
+    text = refuse(path, small_config())
+    assert "timer_wheel_days=1" in text and "timer_wheel_days=7" in text, text
+    assert "timer_max_delay_sec=3600" in text, text
+    capfd.readouterr()
+    assert cli.main(["--store", path, "check"]) == 0, capfd.readouterr()
+    with pymq.MessageStore(path) as s:
+        assert (s.config.timer_wheel_days, s.config.timer_max_delay_sec) == (1, 3600)
+        assert s.open_report == []
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            got = s.get_message("g", "T", 0, 0).messages
+            if len(got) == 2:
+                break
+            time.sleep(0.05)
+        assert sorted(m.body for m in got) == [b"later", b"now"]
+    assert not [n for n in os.listdir(path) if ".corrupt-" in n]
+    with pymq.MessageStore(path, small_config(**timer)) as s:
+        assert s.open_report == []
+
+
+def test_timer_settings_may_change_while_there_is_no_wheel(tmp_path):
+    path = str(tmp_path / "s")
+    build(path, 5)
+    assert not os.path.exists(os.path.join(path, "timerwheel"))
+    with pymq.MessageStore(path, small_config(timer_wheel_days=2)) as s:
+        assert_intact(s, 5)
+    assert json.load(open(sizes_path(path)))["timer_wheel_days"] == 2
