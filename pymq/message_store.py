@@ -35,9 +35,9 @@ from pymq.store.disk_guard import DiskGuard
 from pymq.store.index_service import IndexService
 from pymq.store.flush_service import (FlushConsumeQueueService, FlushRealTimeService, GroupCommitRequest,
                                       GroupCommitService, flushed_future)
-from pymq.store.long_polling import MessageArrivingNotifier
+from pymq.store.long_polling import MessageArrivingNotifier, arrival_condition, queue_ready
 from pymq.store.put_gate import PutGate
-from pymq.store.recovery import recover, recover_topic_queue_table
+from pymq.store.recovery import dispatch_start, recover, recover_topic_queue_table
 from pymq.store.message_reader import MessageReader
 from pymq.store.refresh_service import RefreshService
 from pymq.store.config_manager import ConfigPersistService
@@ -157,17 +157,8 @@ class MessageStore:
         self.put_gate = PutGate(self.commit_log.appender, self.disk_guard, self.reput_service,
                                 lambda: recover_topic_queue_table(self.commit_log, self.consume_queues),
                                 lambda: self._running and not self._closed)
-        # Where dispatch resumes: after a clean exit, where the queues end (RocketMQ's
-        # rule); after a crash, where recovery began (the checkpoint's segment). An index
-        # behind that catches up too; damaged queue files mean a replay of the whole log.
-        # Dispatch skips what queues and index already hold.
-        if not queues_whole:
-            reput_from = 0
-        else:
-            reput_from = self.consume_queues.max_physic_offset() if replay_from is None else replay_from
-            if cfg.message_index_enable:
-                reput_from = min(reput_from, self.index_service.indexed_through())
-        self.reput_service.reput_from_offset = max(reput_from, self.commit_log.get_min_offset(), 0)
+        self.reput_service.reput_from_offset = dispatch_start(cfg, queues_whole, replay_from, self.commit_log,
+                                                              self.consume_queues, self.index_service)
         try:
             self.reput_service.do_reput()        # queues whole before the queue table is set
         except DiskFullError as e:
@@ -370,12 +361,9 @@ class MessageStore:
             self.allocate_service.shutdown()
             clean = self.reput_service.behind() == 0
             self.index_service.flush()
-            last = self.router.last_store_timestamp or self.checkpoint.physic_msg_timestamp
-            if clean and last:
-                cp = self.checkpoint
-                cp.physic_msg_timestamp = max(cp.physic_msg_timestamp, last)
-                cp.logics_msg_timestamp = last
-                cp.index_msg_timestamp = last
+            if clean:
+                self.checkpoint.stamp_clean_exit(self.router.last_store_timestamp
+                                                 or self.checkpoint.physic_msg_timestamp)
             self.checkpoint.flush()
             self.checkpoint.close()
             self.index_service.shutdown()
@@ -521,15 +509,8 @@ class MessageStore:
         the queue's max offset), False after ``timeout_s`` seconds. Woken by the
         dispatcher, not by a timer."""
         self._check_open()
-        find = self.consume_queues.find_consume_queue
-
-        def ready() -> bool:
-            # looked up each time: a read-only store replaces a queue it held in memory when
-            # the writer creates it on disk
-            cq = find(topic, queue_id, create=False)
-            return cq is not None and offset < cq.get_max_offset_in_queue()
-
-        return self.notifier.wait((topic, queue_id), ready, timeout_s)
+        return self.notifier.wait((topic, queue_id), queue_ready(self.consume_queues, topic, queue_id, offset),
+                                  timeout_s)
 
     def wait_messages(self, topic, offsets: dict, timeout_s: float) -> bool:
         """Long poll over several queues of ``topic``: True as soon as any queue id in
@@ -546,20 +527,7 @@ class MessageStore:
         ``ready()`` is true once one of the queues has a message at or after its offset,
         or a new queue of the topics appeared. With :meth:`add_arrival_listener` this is
         how code that cannot block a thread waits (:mod:`pymq.aio`)."""
-        find = self.consume_queues.find_consume_queue
-        by_topic = {topic: offsets} if isinstance(topic, str) else {t: offsets.get(t, {}) for t in topic}
-        known = {t: set(self.consume_queues.topics().get(t, ())) for t in by_topic}
-
-        def ready() -> bool:
-            queues = self.consume_queues.topics()
-            for t, offs in by_topic.items():
-                if set(queues.get(t, ())) - known[t] - set(offs):
-                    return True
-                if any(off < find(t, q).get_max_offset_in_queue() for q, off in offs.items()):
-                    return True
-            return False
-
-        return tuple(by_topic), ready
+        return arrival_condition(self.consume_queues, topic, offsets)
 
     def add_arrival_listener(self, listener: Callable[[Optional[dict]], None],
                              topics: Optional[Iterable[str]] = None) -> Callable[[], None]:

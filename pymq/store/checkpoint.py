@@ -112,6 +112,15 @@ class StoreCheckpoint:
         """``getMinTimestampIndex``: also no newer than the index's timestamp."""
         return min(self.min_timestamp(), self.index_msg_timestamp)
 
+    def stamp_clean_exit(self, last_store_timestamp: int) -> None:
+        """At a shutdown that left nothing undispatched: queues and index hold everything
+        up to the newest record's store time ``last_store_timestamp`` (0: no record
+        dispatched in this run), so a crash recovery never needs to start before it."""
+        if last_store_timestamp:
+            self.physic_msg_timestamp = max(self.physic_msg_timestamp, last_store_timestamp)
+            self.logics_msg_timestamp = last_store_timestamp
+            self.index_msg_timestamp = last_store_timestamp
+
     def flush(self) -> None:
         if self._mf is not None and self._mf.writable:
             if self._impossible:

@@ -163,3 +163,38 @@ class MessageArrivingNotifier:
                         waiters.discard(cond)
                         if not waiters:
                             del self._extra[t]
+
+
+def queue_ready(consume_queues, topic: str, queue_id: int, offset: int) -> Callable[[], bool]:
+    """The condition of a wait for one queue: true once queue offset ``offset`` of
+    (topic, queue_id) is readable."""
+    find = consume_queues.find_consume_queue
+
+    def ready() -> bool:
+        # looked up each time: a read-only store replaces a queue it held in memory when
+        # the writer creates it on disk
+        cq = find(topic, queue_id, create=False)
+        return cq is not None and offset < cq.get_max_offset_in_queue()
+
+    return ready
+
+
+def arrival_condition(consume_queues, topic, offsets: dict) -> tuple:
+    """``(topics, ready)`` of a wait over several queues: ``topic`` a name and ``offsets``
+    ``{queue_id: offset}``, or a tuple of names and ``{topic: {queue_id: offset}}``.
+    ``ready()`` is true once one of the queues has a message at or after its offset, or a
+    queue of the topics appeared that was neither known when the wait began nor named."""
+    find = consume_queues.find_consume_queue
+    by_topic = {topic: offsets} if isinstance(topic, str) else {t: offsets.get(t, {}) for t in topic}
+    known = {t: set(consume_queues.topics().get(t, ())) for t in by_topic}
+
+    def ready() -> bool:
+        queues = consume_queues.topics()
+        for t, offs in by_topic.items():
+            if set(queues.get(t, ())) - known[t] - set(offs):
+                return True
+            if any(off < find(t, q).get_max_offset_in_queue() for q, off in offs.items()):
+                return True
+        return False
+
+    return tuple(by_topic), ready

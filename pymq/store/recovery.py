@@ -41,6 +41,22 @@ def recover(config: StoreConfig, last_exit_ok: bool, commit_log, consume_queues,
     return replay_from
 
 
+def dispatch_start(config: StoreConfig, queues_whole: bool, replay_from: Optional[int], commit_log,
+                   consume_queues, index_service) -> int:
+    """The commit-log offset the dispatcher resumes at: after a clean exit where the queues
+    end (RocketMQ's rule); after a crash where recovery began (``replay_from``, the
+    checkpoint's segment); an index that is behind catches up too; damaged queue files
+    (``queues_whole`` False) mean a replay of the whole log. Never before the log's first
+    record. Dispatch skips what queues and index already hold."""
+    if not queues_whole:
+        start = 0
+    else:
+        start = consume_queues.max_physic_offset() if replay_from is None else replay_from
+        if config.message_index_enable:
+            start = min(start, index_service.indexed_through())
+    return max(start, commit_log.get_min_offset(), 0)
+
+
 def recover_topic_queue_table(commit_log, consume_queues) -> None:
     """Each queue's next offset into the appender (``recoverTopicQueueTable``), and each
     queue's minimum past the records the log no longer has."""
