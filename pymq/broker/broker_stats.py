@@ -12,15 +12,25 @@ def pop_stats(pop_service, broker) -> list:
     """``[{"group", "topic", "inflight", "waiting", "unread"}]``: messages received and
     not acked yet, messages held back behind their FIFO message group, and messages the
     group has not received at all, summed over the topic's queues."""
-    rows: dict = {}
     with pop_service._lock:
-        queues = [(key, len(s.inflight), len(s.waiting), s.next_offset) for key, s in pop_service.state.queues.items()]
-    for (group, topic, qid), inflight, waiting, next_offset in queues:
+        counts = queue_counts(pop_service.state)
+    return pop_rows(counts, broker)
+
+
+def queue_counts(state) -> list:
+    """``[((group, topic, queue id), inflight, waiting, next offset)]`` of a PopState."""
+    return [(key, len(s.inflight), len(s.waiting), s.next_offset) for key, s in state.queues.items()]
+
+
+def pop_rows(counts: list, store) -> list:
+    """:func:`pop_stats`'s rows from :func:`queue_counts`, the unread counts from ``store``."""
+    rows: dict = {}
+    for (group, topic, qid), inflight, waiting, next_offset in counts:
         row = rows.setdefault((group, topic), {"group": group, "topic": topic, "inflight": 0, "waiting": 0,
                                                "unread": 0})
         row["inflight"] += inflight
         row["waiting"] += waiting
-        row["unread"] += max(0, broker.get_max_offset_in_queue(topic, qid) - next_offset)
+        row["unread"] += max(0, store.get_max_offset_in_queue(topic, qid) - next_offset)
     return [rows[k] for k in sorted(rows)]
 
 

@@ -33,7 +33,7 @@ from pymq.store.service_thread import ServiceThread
 from .pop_queue import PopBatch, pop_queue
 from .pop_state import PopState
 from .receipt_handle import InvalidReceiptHandleError, decode_receipt_handle, encode_receipt_handle
-from .revive_log import PopStateSnapshot, ReviveLog, revive_topic
+from .revive_log import PopStateSnapshot, ReviveLog, rebuild_pop_state, revive_topic
 
 log = logging.getLogger("pymq")
 
@@ -104,16 +104,7 @@ class PopMessageService:
         except CorruptStoreError as e:        # the revive log still holds every change
             log.error("pop state: %s; replaying the whole revive log instead", e)
             self.snapshot.state_doc = None
-        state = PopState()
-        from_offset = 0
-        if self.snapshot.state_doc is not None:
-            state = PopState.from_json(self.snapshot.state_doc)
-            from_offset = self.snapshot.revive_offset
-        self.revive_log.replay(state, from_offset)
-        broker = self.broker
-        for (group, topic, qid), s in state.queues.items():
-            s.clamp(broker.get_min_offset_in_queue(topic, qid), broker.get_max_offset_in_queue(topic, qid))
-        return state
+        return rebuild_pop_state(self.snapshot, self.revive_log, self.broker)
 
     def start(self) -> None:
         """Start the revive service."""

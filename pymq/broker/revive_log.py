@@ -103,6 +103,26 @@ class ReviveLog:
         return self.next_offset
 
 
+def rebuild_pop_state(snapshot: "PopStateSnapshot", revive_log: ReviveLog, store) -> PopState:
+    """The pop state as of the end of the revive log: the loaded ``snapshot`` (if it holds
+    one) with the records after it applied, each queue's state clamped to what ``store``
+    still holds of the queue."""
+    state = PopState()
+    from_offset = 0
+    if snapshot.state_doc is not None:
+        state = PopState.from_json(snapshot.state_doc)
+        from_offset = snapshot.revive_offset
+    revive_log.replay(state, from_offset)
+    clamp_pop_state(state, store)
+    return state
+
+
+def clamp_pop_state(state: PopState, store) -> None:
+    """Fit each queue's pop state to the offsets ``store`` still holds of the queue."""
+    for (_group, topic, qid), s in state.queues.items():
+        s.clamp(store.get_min_offset_in_queue(topic, qid), store.get_max_offset_in_queue(topic, qid))
+
+
 class PopStateSnapshot(ConfigManager):
     """``config/popState.json``: the pop state as of revive-log offset ``revive_offset``."""
 

@@ -4,8 +4,10 @@ Both open the store read-only, so they work beside a running writer (``pymq serv
 an application): put rates are then the growth of the consume queues seen from this
 process, measured over ``--sample`` seconds (``stats``) or since the start (``top``);
 consumer offsets, delay offsets and the timer checkpoint are the ones the writer last
-persisted (every few seconds). Pop in-flight counts live in the writer's memory: the
-metrics endpoint of ``pymq serve`` (``--metrics-port``) reports them.
+persisted (every few seconds). Pop in-flight counts (``"pop"``, as ``Broker.stats()``
+has them) are rebuilt from the revive log the broker writes (:class:`PopView`), as far
+as it was written; the metrics endpoint of ``pymq serve`` (``--metrics-port``) reports
+the broker's own.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import os
 import select
 import sys
 import time
+
+from pymq.broker.pop_view import PopView
 
 from .queries import _emit, _open_store, _table
 from .registry import command
@@ -112,6 +116,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
         if args.sample > 0:
             time.sleep(args.sample)
         st = store.stats()
+        st["pop"] = PopView(store).rows()
     _emit(args, st, render(st))
     return 0
 
@@ -160,9 +165,11 @@ def cmd_top(args: argparse.Namespace) -> int:
     tty = out.isatty()
     with _open_store(args) as store, _Keys() as keys:
         last, last_t, n = None, time.monotonic(), 0
+        pops = PopView(store)
         try:
             while True:
                 st = store.stats()
+                st["pop"] = pops.rows()
                 now = time.monotonic()
                 sizes = {t["topic"]: sum(q["max_offset"] for q in t["queues"]) for t in st["topics"]}
                 rates = {t: (v - last.get(t, v)) / (now - last_t) for t, v in sizes.items()} if last else {}
