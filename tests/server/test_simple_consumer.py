@@ -208,3 +208,30 @@ def test_parked_receives_hold_no_thread(server, producer_factory):
     assert parked - before < 16, (before, parked)
     got = [item.message.system_properties.message_id for r in results for item in r if item.HasField("message")]
     assert sorted(got) == sorted(ids)
+
+
+def test_pymq_stats_beside_the_server_counts_what_the_client_holds(server, producer_factory,
+                                                                    simple_consumer_factory):
+    """An operator's ``pymq stats`` in another process, on the store ``pymq serve`` writes:
+    the messages the official client received and has not acked are in flight."""
+    import json
+
+    p = producer_factory(["HeldTopic"])
+    for i in range(7):
+        p.send(make_message("HeldTopic", b"h%d" % i))
+    c = simple_consumer_factory("g-held", "HeldTopic")
+    got = receive_all(c, 7, invisible=60, ack=False)
+    assert len(got) == 7
+    for m in got[:3]:
+        c.ack(m)
+    deadline = time.monotonic() + 15
+    while True:
+        out = subprocess.run([sys.executable, "-m", "pymq", "--store", server.store, "stats", "--json", "--sample",
+                              "0"], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        rows = [r for r in json.loads(out.stdout)["pop"] if r["group"] == "g-held"]
+        if rows == [{"group": "g-held", "topic": "HeldTopic", "inflight": 4, "waiting": 0, "unread": 0}] \
+                or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert rows == [{"group": "g-held", "topic": "HeldTopic", "inflight": 4, "waiting": 0, "unread": 0}]
