@@ -2,6 +2,7 @@
 # The test command of the README: installs pymq with everything its tests need, then runs them.
 #  - pymq with the test extra (PySpark, the official RocketMQ 5 Python client, grpcio, ...)
 #  - ali-ons, RocketMQ 4's JavaScript client, from npm (needs node and npm)
+#  - rocketmq-client-nodejs, RocketMQ 5's official Node.js client (gRPC), from npm
 #  - rocketmq 0.4.4, RocketMQ 4's C++ client as a Python wheel, in its own directory: its
 #    module name clashes with the 5.x client's, so the tests run it in subprocesses
 set -euo pipefail
@@ -9,5 +10,6 @@ cd "$(dirname "$0")/.."
 python -m pip install --quiet --upgrade pip
 python -m pip install --quiet -e ".[test]"
 (cd tests/remoting/js && npm ci --no-audit --no-fund --loglevel=error)
+(cd tests/server/js && npm ci --no-audit --no-fund --loglevel=error)
 python -m pip install --quiet --upgrade --target tests/remoting/.deps/rocketmq4 "rocketmq==0.4.4"
 python -m pytest -q "$@"
