@@ -29,6 +29,7 @@ from pymq.broker import Broker, BrokerConfig, SubscriptionGroupConfig
 from pymq.broker.transaction import TransactionResolution
 from pymq.broker.pop_service import PopResult, PopStatus
 from pymq.broker.receipt_handle import InvalidReceiptHandleError
+from pymq.broker.recall import InvalidRecallHandleError, RecallTooLateError
 from pymq.results import GetMessageResult
 from pymq.status import AppendMessageStatus, BoundaryType, FlushDiskType, GetMessageStatus, PutMessageStatus
 
@@ -46,6 +47,7 @@ __all__ = [
     "GetMessageResult",
     "GetMessageStatus",
     "InvalidReceiptHandleError",
+    "InvalidRecallHandleError",
     "Message",
     "MessageExt",
     "MessageStore",
@@ -54,6 +56,7 @@ __all__ = [
     "PutMessageResult",
     "PutMessageStatus",
     "PymqError",
+    "RecallTooLateError",
     "SegmentSizeError",
     "SimpleConsumer",
     "StoreConfig",

@@ -65,6 +65,7 @@ SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"          # TopicValidator.RMQ_SYS_SCHEDUL
 # properties the put-time transforms set themselves
 STORE_SET_PROPERTIES = ("DELAY", "REAL_TOPIC", "REAL_QID")
 TIMER_TOPIC = "rmq_sys_wheel_timer"             # TimerMessageStore.TIMER_TOPIC (5.x)
+TIMER_DEL_UNIQKEY = "TIMER_DEL_UNIQKEY"         # a recall's delete mark: "{topic}+{uniq key}" (5.x)
 # topics only the store itself writes to (TopicValidator's not-allowed-send set and 5.x's timer)
 NOT_ALLOWED_SEND_TOPICS = frozenset({SCHEDULE_TOPIC, TIMER_TOPIC, "RMQ_SYS_TRANS_HALF_TOPIC",
                                      "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC"})
@@ -713,6 +714,10 @@ cdef class CommitLogAppender:
                         props_add_str(&props, "REAL_QID", str(queue_id))
                         tq = self._system_topic(TIMER_TOPIC)
                         queue_id = 0
+                    elif deliver is not None and msg._properties and TIMER_DEL_UNIQKEY in msg._properties:
+                        # a recall's delete mark is for the wheel only: its second passed
+                        # (the message it recalls is delivered), so it must not land in the topic
+                        return failed(WHEEL_TIMER_MSG_ILLEGAL, "the recalled message's delivery time has passed")
             if msg._properties is None or "UNIQ_KEY" not in msg._properties:
                 self._add_uniq(&props, now, r)
             else:

@@ -14,15 +14,19 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 from typing import Any, Callable, Optional
 
 from pymq.config import StoreConfig
+from pymq.errors import StoreStateError
 from pymq.message_store import MessageStore
+from pymq.status import PutMessageStatus
 
 from .broker_config import BrokerConfig
 from .broker_stats import broker_stats
 from .client_manager import ClientManager
 from .pop_service import PopMessageService
+from .recall import RecallTooLateError, decode_recall_handle, delete_mark, encode_recall_handle
 from .rebalance_lock import RebalanceLockManager
 from .retry import SendMessageBackService
 from .subscription_group import SubscriptionGroupConfig, SubscriptionGroupManager
@@ -156,6 +160,31 @@ class Broker(MessageStore):
         self.pop_service.forget_topic(topic)
         deleted = self.topic_config_manager.delete_topic_config(topic) or deleted
         return deleted
+
+    # -- recall ------------------------------------------------------------------------------
+
+    def recall_handle(self, msg, result) -> Optional[str]:
+        """The recall handle of ``msg`` stored with ``result``: for a message put with a
+        ``deliver_time_ms`` still to come, else None (see :mod:`pymq.broker.recall`)."""
+        deliver = msg.deliver_time_ms
+        if deliver is None or not result.is_ok() or deliver <= int(time.time() * 1000):
+            return None
+        return encode_recall_handle(msg.topic, self.broker_config.broker_name, deliver, result.uniq_key)
+
+    def recall_message(self, topic: str, recall_handle: str) -> str:
+        """Cancel the delayed message of ``recall_handle`` (RocketMQ 5.3's RecallMessage)
+        before its delivery time; returns its message id. Raises
+        :class:`~pymq.broker.recall.InvalidRecallHandleError`,
+        :class:`~pymq.broker.recall.RecallTooLateError`, or
+        :class:`~pymq.errors.StoreStateError` when the store refuses the delete mark."""
+        self._check_open()
+        mark = delete_mark(topic, recall_handle)
+        r = self.put_message(mark)
+        if r.status is PutMessageStatus.WHEEL_TIMER_MSG_ILLEGAL:
+            raise RecallTooLateError(f"the delivery time of the recalled message passed: {r.status.name}")
+        if not r.is_ok():
+            raise StoreStateError(f"cannot write the recall: {r.status.name}")
+        return decode_recall_handle(recall_handle).message_id
 
     # -- transactions ------------------------------------------------------------------------
 

@@ -30,12 +30,21 @@ the current second. After a crash, messages enqueued or delivered since the last
 checkpoint are taken in again and delivered again (at least once; duplicates of one
 second are dropped before delivery, so only messages delivered before the crash repeat).
 
+Recall (RocketMQ 5.3): a delete mark is a timer message due at the same millisecond as
+the one it recalls, with ``TIMER_DEL_UNIQKEY`` = ``{topic}+{uniq key}``. When a
+millisecond comes, the records of its units are read together and the marks among them
+collected (a record is decoded for it only when its bytes hold the mark's name); the
+messages they name and the marks themselves are never delivered. A mark
+that comes in before its millisecond is among them (a new unit makes the second be read
+again).
+
 The files are read through the pure functions of :mod:`pymq.store.timer_files`, which
 ``pymq check`` uses too.
 """
 
 from __future__ import annotations
 
+import bisect
 import logging
 import os
 import time
@@ -43,7 +52,7 @@ from typing import Callable, Optional
 
 from pymq._core.mapped_file import MappedFile
 from pymq._core.message import Message
-from pymq.errors import CorruptStoreError, SegmentSizeError
+from pymq.errors import CorruptRecordError, CorruptStoreError, SegmentSizeError
 
 from .config_manager import ConfigManager, disk_full, log_unsaved_at_shutdown
 from .fastjson import dumps_fastjson, loads_fastjson
@@ -55,7 +64,9 @@ from .timer_files import MAGIC_DEFAULT, SLOT, UNIT, UNIT_SIZE, read_slot, units_
 log = logging.getLogger("pymq")
 
 TIMER_TOPIC = "rmq_sys_wheel_timer"
+TIMER_DEL_UNIQKEY = "TIMER_DEL_UNIQKEY"     # a recall's delete mark (5.x): "{topic}+{uniq key}"
 _MAX_LONG = (1 << 63) - 1
+_MARK_NAME = TIMER_DEL_UNIQKEY.encode()
 _DROP_ON_DELIVERY = ("REAL_TOPIC", "REAL_QID", "TIMER_DELAY_SEC", "TIMER_DELAY_MS")
 
 
@@ -142,6 +153,7 @@ class TimerMessageService(ServiceThread):
         self.timer_log = MappedFileQueue(os.path.join(store_root, "timerlog"), config.timer_log_file_size)
         self.wheel: Optional[MappedFile] = None
         self.delivered = 0
+        self.recalled = 0               # messages a delete mark kept from delivery
         # (real topic, commit-log offset) -> True when the topic was deleted after the put
         self.stale: Callable[[str, int], bool] = lambda topic, offset: False
         self.load_problem: Optional[str] = None       # what a damaged wheel made load rebuild
@@ -153,6 +165,8 @@ class TimerMessageService(ServiceThread):
         self.delivery_errors = EpisodeLog(log, "TimerMessageService delivery")
         self._due: list = []            # sorted (due ms, offset, size) of the current second
         self._due_second = None
+        self._group_due: Optional[int] = None     # the millisecond whose marks were collected
+        self._group_marks: set = set()             # and their keys
 
     # -- files -------------------------------------------------------------------------------
 
@@ -274,6 +288,25 @@ class TimerMessageService(ServiceThread):
         out.sort()
         return out
 
+    def _read_group(self, due: int) -> None:
+        """Collect the delete marks among the units due at millisecond ``due`` of the
+        current second: a mark is due at the same millisecond as the message it recalls.
+        A record is decoded only when its bytes hold the mark's property name."""
+        lo = bisect.bisect_left(self._due, (due,))
+        hi = bisect.bisect_left(self._due, (due + 1,))
+        marks = set()
+        for _due, offset, _size in self._due[lo:hi]:
+            try:
+                raw = self.commit_log.get_message_bytes(offset)
+            except CorruptRecordError:
+                continue                    # delivery reports it
+            if raw is not None and _MARK_NAME in raw:
+                msg = self.commit_log.look_message_by_offset(offset)
+                key = msg.properties.get(TIMER_DEL_UNIQKEY) if msg is not None else None
+                if key:
+                    marks.add(key)
+        self._group_marks, self._group_due = marks, due
+
     # -- the two halves ----------------------------------------------------------------------
 
     def enqueue(self) -> int:
@@ -308,17 +341,25 @@ class TimerMessageService(ServiceThread):
             if self._due_second != second:
                 self._due = self._units(second)
                 self._due_second = second
+                self._group_due = None          # a mark may have joined: read the group again
             for due, offset, _size in self._due:
                 if offset in cp.delivered:
                     continue
                 now = int(time.time() * 1000)
                 if due > now:
                     return due
+                if due != self._group_due:
+                    self._read_group(due)
                 msg = self.commit_log.look_message_by_offset(offset)
                 if msg is None or "REAL_TOPIC" not in msg.properties:
                     log.warning("timer: no message at %d; skipped", offset)
                 elif self.stale(msg.properties["REAL_TOPIC"], offset):
                     pass                    # its topic was deleted after it was put: dropped
+                elif TIMER_DEL_UNIQKEY in msg.properties:
+                    pass                    # a delete mark: for the wheel only
+                elif self._group_marks and f"{msg.properties['REAL_TOPIC']}+{msg.properties.get('UNIQ_KEY')}" \
+                        in self._group_marks:
+                    self.recalled += 1      # recalled before its time
                 else:
                     r = self.put(convert_message(msg, msg.store_timestamp, now))
                     if not r.is_ok():
@@ -334,6 +375,7 @@ class TimerMessageService(ServiceThread):
                 return (second + 1) * 1000
             cp.update(second=second + 1, delivered=set())
             self._due_second = None
+            self._group_due = None
         return None
 
     def run_once(self) -> None:

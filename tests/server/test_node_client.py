@@ -87,3 +87,18 @@ def test_node_fifo_group_in_order(server_factory):
         batches = [x["batch"] for x in got if x["messageGroup"] == g]
         assert len(set(batches)) == 6, "a message group's next message only after the last was acked"
     assert all(x["deliveryAttempt"] == 1 for x in got)
+
+
+def test_node_recalls_a_delayed_message(server, simple_consumer_factory):
+    due_in = 2500
+    msgs = [{"body": "keep", "delayMs": due_in}, {"body": "gone", "delayMs": due_in, "recall": True},
+            {"body": "now"}]
+    lines = node({"mode": "produce", "endpoints": server.endpoint, "topic": "NodeRecall", "messages": msgs})
+    sent = {x["i"]: x for x in lines if "messageId" in x}
+    recalled = [x for x in lines if "recalled" in x]
+    assert recalled == [{"i": 1, "recalled": sent[1]["messageId"]}]
+    assert sent[0]["recallHandle"] and not sent[2]["recallHandle"]
+    c = simple_consumer_factory("g-node-recall", "NodeRecall")
+    got = receive_all(c, 2, timeout=15)
+    assert sorted(m.body for m in got) == [b"keep", b"now"]
+    assert c.receive(32, 30) == []

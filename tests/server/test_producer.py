@@ -66,6 +66,27 @@ def test_delay_message_delivered_after_its_time(server, producer_factory, simple
     assert time.time() * 1000 >= due - 50
 
 
+def test_recall_a_delayed_message_before_its_time(server, producer_factory, simple_consumer_factory):
+    """The receipt of a delayed send carries a recall handle; Producer.recall_message with it
+    cancels the message (it is never delivered), a bad handle or one recalled too late is
+    refused with the protocol's codes."""
+    p = producer_factory(["RecallTopic"])
+    c = simple_consumer_factory("g-recall", "RecallTopic", await_duration=2)
+    due = int(time.time() * 1000) + 2500
+    gone = p.send(make_message("RecallTopic", b"gone", deliver_ms=due))
+    keep = p.send(make_message("RecallTopic", b"keep", deliver_ms=due))
+    assert gone.recall_handle and keep.recall_handle and gone.recall_handle != keep.recall_handle
+    assert not p.send(make_message("RecallTopic", b"now")).recall_handle
+    assert p.recall_message("RecallTopic", gone.recall_handle) == gone.message_id
+    with pytest.raises(Exception, match="BAD_REQUEST|recall handle"):
+        p.recall_message("RecallTopic", "bm90IGEgaGFuZGxl")
+    got = receive_all(c, 2, timeout=15)
+    assert sorted(m.body for m in got) == [b"keep", b"now"]
+    assert c.receive(32, 30) == []                     # the recalled one never comes
+    with pytest.raises(Exception, match="ILLEGAL_DELIVERY_TIME|not recallable"):
+        p.recall_message("RecallTopic", keep.recall_handle)
+
+
 def test_fifo_message_groups_keep_order_in_one_queue(server, producer_factory, simple_consumer_factory):
     p = producer_factory(["FifoTopic"])
     sent = {}

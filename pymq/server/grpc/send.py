@@ -6,7 +6,8 @@ round-robin. A request of plain messages (no group, no delivery time, not transa
 is appended as one batch, into one queue, with a single ``put_messages``. A delivery
 timestamp becomes pymq's ``deliver_time_ms`` (the store's timer delivers it); a
 transactional message is stored as a half message, and its ``transaction_id`` in the
-receipt is what EndTransaction names.
+receipt is what EndTransaction names. A delayed message's receipt carries a recall handle,
+which RecallMessage takes back (:mod:`pymq.broker.recall`).
 """
 
 from __future__ import annotations
@@ -18,10 +19,12 @@ from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as svc
 
 from pymq._core.record import java_hash_code
+from pymq.broker.recall import InvalidRecallHandleError, RecallTooLateError
 from pymq.status import PutMessageStatus
 
 from ..traffic import DELAY, FIFO, NORMAL, TRANSACTION, observe
 from .convert import to_store_message
+from .names import check_topic
 from .status import Code, RequestError, ok, status, status_of
 from .topics import topic_for_send
 
@@ -159,6 +162,8 @@ class SendActivity:
                     e.status.CopyFrom(put_status(result))
                     if e.status.code == Code.OK:
                         e.offset = result.queue_offset
+                        if msg.deliver_time_ms is not None and not tx:
+                            e.recall_handle = broker.recall_handle(msg, result) or ""
                         if server.in_observer is not None:
                             observe(server, server.in_observer, topic, _message_type(msg, tx), 1,
                                     result.wrote_bytes)
@@ -168,3 +173,14 @@ class SendActivity:
             sent = sum(1 for e in resp.entries if e.status.code == _OK)
         server.stats.sent += sent
         return resp
+
+    async def recall_message(self, ctx, req: svc.RecallMessageRequest) -> svc.RecallMessageResponse:
+        """RecallMessage (5.3): cancel a delayed message by the recall handle of its receipt."""
+        topic = check_topic(req.topic.name, for_write=True)
+        try:
+            message_id = await self.server.call(self.server.broker.recall_message, topic, req.recall_handle)
+        except InvalidRecallHandleError as e:
+            raise RequestError(Code.BAD_REQUEST, str(e)) from None
+        except RecallTooLateError as e:
+            raise RequestError(Code.ILLEGAL_DELIVERY_TIME, str(e)) from None
+        return svc.RecallMessageResponse(status=ok(), message_id=message_id)

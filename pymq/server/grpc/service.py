@@ -92,7 +92,7 @@ class MessagingService(svc_grpc.MessagingServiceServicer):
         return await self._unary(request, context, svc.EndTransactionResponse, self.server.transactions.end_transaction)
 
     async def RecallMessage(self, request, context):
-        return svc.RecallMessageResponse(status=status(Code.UNSUPPORTED, "RecallMessage is not supported by pymq"))
+        return await self._unary(request, context, svc.RecallMessageResponse, self.server.send.recall_message)
 
     # -- consuming -----------------------------------------------------------------------
 

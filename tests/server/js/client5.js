@@ -4,7 +4,10 @@
 //   node client5.js '<json>'
 //
 // {"mode": "produce", "endpoints": ..., "topic": ..., "messages": [{"body", "tag", "keys",
-//   "delayMs", "messageGroup"}]}          one JSON line per send: {"i", "messageId"} or {"i", "error"}
+//   "delayMs", "messageGroup", "recall"}]}
+//                                        one JSON line per send: {"i", "messageId", "recallHandle"}
+//                                        or {"i", "error"}; "recall": recalled right after its send,
+//                                        {"i", "recalled": the id RecallMessage answered}
 // {"mode": "consume", "endpoints": ..., "group": ..., "topic": ..., "count": n, "ack": true}
 //                                        one JSON line per message received (``batch``: which
 //                                        receive call brought it), then {"done": n}
@@ -27,7 +30,8 @@ async function produce() {
     if (m.messageGroup) msg.messageGroup = m.messageGroup;
     try {
       const receipt = await producer.send(msg);
-      out({ i, messageId: receipt.messageId });
+      out({ i, messageId: receipt.messageId, recallHandle: receipt.recallHandle || null });
+      if (m.recall) out({ i, recalled: (await producer.recallMessage(opts.topic, receipt.recallHandle)).messageId });
     } catch (e) {
       out({ i, error: String(e && e.message || e) });
     }
