@@ -22,9 +22,9 @@ from typing import NamedTuple
 
 from pymq._core.message import Message
 from pymq.errors import PymqError
+from pymq.store.timer_service import TIMER_DEL_UNIQKEY
 
 _VERSION = "v1"
-DELETE_KEY_PROPERTY = "TIMER_DEL_UNIQKEY"
 
 
 class InvalidRecallHandleError(PymqError, ValueError):
@@ -75,4 +75,4 @@ def delete_mark(topic: str, handle: str, now_ms: int | None = None) -> Message:
     if h.deliver_ms <= now:
         raise RecallTooLateError(f"message {h.message_id} was due at {h.deliver_ms}: delivered, not recallable")
     return Message(topic, b"recall", properties={"TIMER_DELIVER_MS": str(h.deliver_ms),
-                                                  DELETE_KEY_PROPERTY: f"{topic}+{h.message_id}"})
+                                                  TIMER_DEL_UNIQKEY: f"{topic}+{h.message_id}"})

@@ -50,6 +50,7 @@ import os
 import time
 from typing import Callable, Optional
 
+from pymq._core.appender import TIMER_DEL_UNIQKEY     # a recall's delete mark: "{topic}+{uniq key}"
 from pymq._core.mapped_file import MappedFile
 from pymq._core.message import Message
 from pymq.errors import CorruptRecordError, CorruptStoreError, SegmentSizeError
@@ -64,7 +65,6 @@ from .timer_files import MAGIC_DEFAULT, SLOT, UNIT, UNIT_SIZE, read_slot, units_
 log = logging.getLogger("pymq")
 
 TIMER_TOPIC = "rmq_sys_wheel_timer"
-TIMER_DEL_UNIQKEY = "TIMER_DEL_UNIQKEY"     # a recall's delete mark (5.x): "{topic}+{uniq key}"
 _MAX_LONG = (1 << 63) - 1
 _MARK_NAME = TIMER_DEL_UNIQKEY.encode()
 _DROP_ON_DELIVERY = ("REAL_TOPIC", "REAL_QID", "TIMER_DELAY_SEC", "TIMER_DELAY_MS")
