@@ -382,3 +382,48 @@ def test_long_poll_on_a_queue_the_writer_creates_later(tmp_path):
             assert out.get("woke") is True and time.monotonic() - t0 < 1.0
         finally:
             r.shutdown()
+
+
+@pytest.mark.parametrize("gone", [1, 2])
+def test_reader_opens_while_cleaning_deletes_the_segments_it_listed(tmp_path, monkeypatch, gone):
+    """A reader lists the commit log, then the writer's cleaning deletes the oldest
+    segments before the reader maps them (seen in a CI run of the retention long run as
+    FileNotFoundError out of the open). The reader opens from the first segment still
+    there and reads everything the log still holds."""
+    import pymq.store.mapped_file_queue as mfq_module
+
+    path = str(tmp_path / "s")
+    with pymq.MessageStore(path, small_config(commitlog_file_size=SEG)) as s:
+        for i in range(40):
+            assert s.put_message(pymq.Message("T", b"%04d" % i + b"x" * 1000, queue_id=0)).is_ok()
+    log_dir = os.path.join(path, "commitlog")
+    segments = sorted(os.listdir(log_dir))
+    assert len(segments) >= 4
+    real_listdir = os.listdir
+    deleted = segments[:gone]                   # listed, then unlinked before the reader maps them
+    first_left = int(segments[gone])
+
+    def listing_before_the_deletion(p):
+        names = real_listdir(p)
+        if os.path.abspath(p) == os.path.abspath(log_dir):
+            for n in deleted:
+                if os.path.exists(os.path.join(log_dir, n)):
+                    os.remove(os.path.join(log_dir, n))
+            return names
+        return names
+
+    monkeypatch.setattr(mfq_module.os, "listdir", listing_before_the_deletion)
+    ro = pymq.MessageStore(path, read_only=True)
+    try:
+        assert ro.get_min_phy_offset() == first_left
+        off, got = ro.get_min_offset_in_queue("T", 0), []
+        assert off > 0
+        while True:
+            r = ro.get_message("g", "T", 0, off)
+            if not r.messages:
+                break
+            got += [int(m.body[:4]) for m in r.messages]
+            off = r.next_begin_offset
+        assert got == list(range(got[0], 40))
+    finally:
+        ro.shutdown()

@@ -69,8 +69,18 @@ class MappedFileQueue:
         files = []
         try:
             for name in names:
-                mf = MappedFile(os.path.join(self.store_path, name), self.file_size,
-                                writable=not self.read_only)
+                try:
+                    mf = MappedFile(os.path.join(self.store_path, name), self.file_size,
+                                    writable=not self.read_only)
+                except FileNotFoundError:
+                    if not self.read_only:
+                        raise
+                    # the writer's cleaning deleted it since the listing: it deletes oldest
+                    # first, so every file mapped before it is gone too; start after it
+                    for mf in files:
+                        mf.close()
+                    files = []
+                    continue
                 mf.set_positions(self.file_size)
                 if files and mf.file_from_offset != files[-1].file_from_offset + self.file_size:
                     raise CorruptStoreError(
