@@ -41,6 +41,10 @@ cdef MessageExt decode_at(const char *buf, Py_ssize_t avail, bint check_crc, Dec
 cdef Py_ssize_t record_size_at(const char *buf, Py_ssize_t avail) except -2
 cdef bytes pack_host_cached(object host)
 cdef Py_ssize_t check_record(const char *buf, Py_ssize_t avail, bint check_crc) noexcept nogil
+cdef Py_ssize_t record_at(const char *base, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t file_size,
+                          int64_t file_from, bint check_crc) noexcept nogil
+cdef Py_ssize_t next_record_at(const char *base, Py_ssize_t start, Py_ssize_t end, Py_ssize_t file_size,
+                               int64_t file_from) noexcept nogil
 
 
 cdef struct RecordLayout:

@@ -383,41 +383,36 @@ cdef MessageExt decode_at(const char *buf, Py_ssize_t avail, bint check_crc, Dec
                           str topic=None):
     """Decode the record at ``buf`` (``avail`` readable bytes). ``None`` at a blank.
 
-    Every length is checked against the record before anything is read; the record is
-    then copied (one ``bytes``) and the message decodes its body and properties from
-    the copy when they are first asked for."""
-    cdef Py_ssize_t total = record_size_at(buf, avail)
-    cdef Py_ssize_t pos, born_len, store_len
+    The record must pass ``record_layout`` (the one acceptance rule of every path) and,
+    when asked, its body CRC; ``CorruptRecordError`` says which check failed. The record is
+    then copied (one ``bytes``) and the message decodes its body and properties from the
+    copy when they are first asked for."""
     cdef RecordLayout lay
-    if total == 0:
+    cdef Py_ssize_t total
+    if avail >= 8 and pymq_get_i32(buf + 4) == BLANK_MAGIC_CODE:
         return None
-    if total < 0:
-        raise CorruptRecordError("fewer than 8 bytes left for a record header")
-    lay.sys_flag = pymq_get_i32(buf + 36)
-    born_len = IPV6_HOST_LENGTH if lay.sys_flag & BORNHOST_V6_FLAG else IPV4_HOST_LENGTH
-    store_len = IPV6_HOST_LENGTH if lay.sys_flag & STOREHOSTADDRESS_V6_FLAG else IPV4_HOST_LENGTH
-    pos = 48 + born_len + 8 + store_len + 4 + 8
-    _need(pos, 4, total)
-    lay.store_timestamp = pymq_get_i64(buf + 48 + born_len)
-    lay.body_len = pymq_get_i32(buf + pos)
-    pos += 4
-    lay.body_pos = pos
-    _need(pos, lay.body_len, total)
-    pos += lay.body_len
-    _need(pos, 1, total)
-    lay.topic_len = <int8_t>buf[pos]
-    lay.topic_pos = pos + 1
-    _need(pos + 1, lay.topic_len, total)
-    pos += 1 + lay.topic_len
-    _need(pos, 2, total)
-    lay.props_len = pymq_get_i16(buf + pos)
-    lay.props_pos = pos + 2
-    _need(pos + 2, lay.props_len, total)
-    if cal_msg_length(lay.sys_flag, lay.body_len, lay.topic_len, lay.props_len) != total:
-        raise CorruptRecordError("record size does not match its field lengths")
+    total = record_layout(buf, avail, &lay)
+    if total <= 0:
+        raise CorruptRecordError(_rejection(buf, avail))
     if check_crc and lay.body_len > 0 and body_crc32(buf + lay.body_pos, lay.body_len) != pymq_get_i32(buf + 8):
         raise CorruptRecordError(f"body CRC mismatch in the record at {pymq_get_i64(buf + 28)}")
     return ext_from_page(PyBytes_FromStringAndSize(buf, total), 0, &lay, total, cache, topic)
+
+
+cdef str _rejection(const char *buf, Py_ssize_t avail):
+    """Why ``record_layout`` refused the bytes at ``buf`` (for error messages only)."""
+    cdef int32_t total, magic
+    if avail < 8:
+        return "fewer than 8 bytes left for a record header"
+    total = pymq_get_i32(buf)
+    magic = pymq_get_i32(buf + 4)
+    if magic == BLANK_MAGIC_CODE:
+        return f"end-of-file blank of {total} bytes with {avail} left"
+    if magic != MESSAGE_MAGIC_CODE:
+        return f"bad magic code 0x{<uint32_t>magic:08X}"
+    if total < 91 or total > avail:
+        return f"record size {total} outside [91, {avail}]"
+    return "record fields inconsistent with its size"
 
 
 def decode_message(data, Py_ssize_t offset=0, bint check_crc=False):
@@ -492,16 +487,55 @@ cdef Py_ssize_t check_record(const char *buf, Py_ssize_t avail, bint check_crc) 
     return total
 
 
-def scan_segment(MappedFile mf, Py_ssize_t start, Py_ssize_t end, bint check_crc=False):
-    """Walk whole records of ``mf`` from ``start`` up to ``end`` without the GIL.
+cdef Py_ssize_t record_at(const char *base, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t file_size,
+                          int64_t file_from, bint check_crc) noexcept nogil:
+    """THE acceptance rule of a record in its segment, shared by recovery, dispatch,
+    followers, reads and ``pymq check``: ``record_layout`` (magic, sizes, every length
+    inside the record), the record's own PHYSICALOFFSET equal to where it lies, and, when
+    ``check_crc``, the body CRC. An end-of-file blank counts only when it runs exactly to
+    the end of the file. Returns the record's size, 0 for a blank, -1 otherwise."""
+    cdef RecordLayout lay
+    cdef Py_ssize_t total
+    if pos < 0 or pos >= end:
+        return -1
+    total = record_layout(base + pos, end - pos, &lay)
+    if total == 0:
+        return 0 if pymq_get_i32(base + pos) == file_size - pos else -1
+    if total < 0 or pymq_get_i64(base + pos + 28) != file_from + pos:
+        return -1
+    if check_crc and lay.body_len > 0 and body_crc32(base + lay.body_pos + pos, lay.body_len) != pymq_get_i32(base + pos + 8):
+        return -1
+    return total
 
-    Returns ``(position, count, reached_blank)``: the position after the last whole
+
+cdef Py_ssize_t next_record_at(const char *base, Py_ssize_t start, Py_ssize_t end, Py_ssize_t file_size,
+                               int64_t file_from) noexcept nogil:
+    """Resynchronisation: the first position in ``[start, end)`` where a record passes
+    ``record_at`` with its CRC, or a blank running to the file's end starts; -1 if none.
+    Candidates are found by their magic code (bytes 4..7), so a damaged stretch is
+    crossed at memory speed."""
+    cdef Py_ssize_t p = start
+    cdef unsigned char c
+    while p + 8 <= end:
+        c = <unsigned char>base[p + 4]
+        if (c == 0xDA or c == 0xCB) and record_at(base, p, end, file_size, file_from, True) >= 0:
+            return p
+        p += 1
+    return -1
+
+
+def scan_segment(MappedFile mf, Py_ssize_t start, Py_ssize_t end, bint check_crc=False):
+    """Walk records of ``mf`` that pass ``record_at`` from ``start`` up to ``end``,
+    without the GIL.
+
+    Returns ``(position, count, reached_blank)``: the position after the last accepted
     record (or the file size after a blank), the number of records, and whether an
     end-of-file blank was met.
     """
     cdef Py_ssize_t pos = start, size, count = 0
     cdef bint blank = False
     cdef long long file_from = mf.file_from_offset
+    cdef Py_ssize_t file_size = mf.file_size
     cdef const char *base
     if start < 0 or end > mf.file_size or start > end:
         raise ValueError("scan range outside the segment")
@@ -510,21 +544,56 @@ def scan_segment(MappedFile mf, Py_ssize_t start, Py_ssize_t end, bint check_crc
         base = mf.base
         with nogil:
             while pos < end:
-                size = check_record(base + pos, end - pos, check_crc)
-                if size > 0 and pymq_get_i64(base + pos + 28) != file_from + pos:
-                    size = -1           # a record whose PHYSICALOFFSET is not where it lies
+                size = record_at(base, pos, end, file_size, file_from, check_crc)
                 if size > 0:
                     pos += size
                     count += 1
                 elif size == 0:
                     blank = True
-                    pos = mf.file_size
+                    pos = file_size
                     break
                 else:
                     break
     finally:
         mf.unpin()
     return pos, count, blank
+
+
+def next_record(MappedFile mf, Py_ssize_t start, Py_ssize_t end):
+    """The first position in ``[start, end)`` of ``mf`` where a record passing every check
+    (CRC included) or an end-of-file blank starts, -1 when none does: where a walk that
+    met damage at ``start - 1`` resumes. Reads nothing outside the segment."""
+    cdef Py_ssize_t p
+    cdef const char *base
+    cdef Py_ssize_t file_size = mf.file_size
+    cdef int64_t file_from = mf.file_from_offset
+    if start < 0 or end > mf.file_size or start > end:
+        raise ValueError("scan range outside the segment")
+    mf.pin()
+    try:
+        base = mf.base
+        with nogil:
+            p = next_record_at(base, start, end, file_size, file_from)
+    finally:
+        mf.unpin()
+    return p
+
+
+def accept_record(MappedFile mf, Py_ssize_t pos, Py_ssize_t end=-1, bint check_crc=True):
+    """``record_at`` for Python callers: the size of the record at ``pos`` of ``mf``
+    when it passes every check (``end`` defaults to the readable end), 0 for an
+    end-of-file blank, -1 otherwise."""
+    cdef Py_ssize_t r
+    if end < 0:
+        end = mf.wrote
+    if end > mf.file_size:
+        end = mf.file_size
+    mf.pin()
+    try:
+        r = record_at(mf.base, pos, end, mf.file_size, mf.file_from_offset, check_crc)
+    finally:
+        mf.unpin()
+    return r
 
 
 def read_message(MappedFile mf, Py_ssize_t pos, bint check_crc=False):
