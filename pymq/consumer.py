@@ -7,7 +7,7 @@ where the group has no committed offset start as ``consume_from`` says: ``"earli
 ``"latest"`` or a timestamp in ms (the first message stored at or after it).
 
 Delivery is at least once across crashes: positions advance when ``poll`` returns
-messages and become durable with ``commit()`` (and the store's offset persistence).
+messages and become durable when ``commit()`` returns (it waits for the offsets file).
 """
 
 from __future__ import annotations
@@ -157,6 +157,12 @@ class Consumer:
         return send_back(self.group, msg, delay_level)
 
     def commit(self) -> None:
-        """Store the positions reached as the group's consumer offsets."""
+        """Store the positions reached as the group's consumer offsets, durably: returns
+        once ``config/consumerOffset.json`` holds them (``store.flush_offsets()``, one
+        write for all queues, shared with other threads committing at the same time), so
+        a crash right after never hands the committed messages out again. Raises
+        ``OSError`` when the file cannot be written (a full disk); the positions are then
+        committed in memory and saved by the store's next successful write."""
         for (topic, qid), offset in self._positions.items():
             self.store.commit_offset(self.group, topic, qid, offset)
+        self.store.flush_offsets()

@@ -668,12 +668,28 @@ class MessageStore:
 
     # -- consumer progress -------------------------------------------------------------------
 
-    def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
-        """Record that ``group`` consumed (topic, queue_id) up to ``offset`` (exclusive);
-        persisted to ``config/consumerOffset.json`` every 5 s and at shutdown."""
+    def commit_offset(self, group: str, topic: str, queue_id: int, offset: int, durable: bool = False) -> None:
+        """Record that ``group`` consumed (topic, queue_id) up to ``offset`` (exclusive).
+
+        By default in memory only (microseconds): ``config/consumerOffset.json`` gets it
+        within ``flush_consumer_offset_interval`` (5 s) and at shutdown, so a crash may
+        forget the last seconds of commits. ``durable=True`` returns once the file holds
+        it, as :meth:`flush_offsets`."""
         if self.read_only:
             raise StoreStateError("a read-only store cannot commit consumer offsets")
         self.consumer_offsets.commit_offset(group, topic, queue_id, offset)
+        if durable:
+            self.flush_offsets()
+
+    def flush_offsets(self) -> None:
+        """Write the committed offsets to ``config/consumerOffset.json`` now; returns once
+        every offset committed before the call is on disk (atomic file: tmp file, fsync,
+        rename, fsync of the directory). Concurrent calls share one write (group commit).
+        Raises ``OSError`` when the file cannot be written (a full disk)."""
+        if self.read_only:
+            raise StoreStateError("a read-only store cannot commit consumer offsets")
+        self._check_open()
+        self.consumer_offsets.flush()
 
     def query_offset(self, group: str, topic: str, queue_id: int) -> int:
         """The offset ``group`` committed for (topic, queue_id), -1 when it never did."""

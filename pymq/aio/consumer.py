@@ -8,7 +8,7 @@ hundred futures, not a hundred threads.
     consumer = pymq.aio.Consumer(store, "g1", "TopicTest")
     async for msg in consumer:          # ends when the store shuts down
         await handle(msg)
-        consumer.commit()               # commits what was handed out, never more
+        await consumer.commit()         # commits what was handed out, never more; durable
 """
 
 from __future__ import annotations
@@ -122,12 +122,27 @@ class Consumer:
                 positions[key] = m.queue_offset
         return positions
 
-    def commit(self) -> None:
-        """Store the positions of what was handed out as the group's consumer offsets
-        (in memory; persisted by the store every few seconds and at shutdown)."""
+    def commit(self) -> Optional[asyncio.Future[None]]:
+        """Store the positions of what was handed out as the group's consumer offsets.
+
+        They are committed in memory at once (as :meth:`pymq.MessageStore.commit_offset`),
+        and the write of ``config/consumerOffset.json`` starts on the loop's default
+        executor: the returned future is done once the file holds them, so
+        ``await consumer.commit()`` is :meth:`pymq.Consumer.commit`'s durable commit
+        without blocking the loop (it raises ``OSError`` when the file cannot be written),
+        and a bare ``consumer.commit()`` commits without waiting. Commits of many
+        consumers at once share writes (group commit). Called with no running loop, it
+        writes the file before it returns, and returns None.
+        """
         store = self._astore.store
         for (topic, qid), offset in self._handed_positions().items():
             store.commit_offset(self.group, topic, qid, offset)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            store.flush_offsets()
+            return None
+        return loop.run_in_executor(None, store.flush_offsets)
 
     async def reconsume_later(self, msg: Union[MessageExt, int], delay_level: int = 0) -> PutMessageResult:
         """Hand ``msg`` back for a later retry (needs a :class:`pymq.Broker`); see

@@ -163,6 +163,7 @@ class ConfigManager(abc.ABC):
         self._persist_lock = threading.Lock()   # one persist at a time
         self._changes = 0                       # bumped by every change of the table
         self._persisted_changes = 0             # value of _changes that the file holds
+        self.persists = 0                       # writes of the file begun (flush's test counts them)
         # (dev, ino, size, mtime) of {path} when it last held text we read or wrote
         self._good_stat: Optional[tuple[int, int, int, int]] = None
 
@@ -299,33 +300,59 @@ class ConfigManager(abc.ABC):
         the new text, and no temporary file is left (a full disk leaves the previous file
         as it was).
         """
+        with self._persist_lock:
+            self._persist()
+
+    def flush(self) -> bool:
+        """Return once every change made before the call is on disk (group commit).
+
+        A caller waits for a :meth:`persist` that read the table after its change: the
+        one running when it arrives may have read it before, so it waits for that one to
+        end and writes again only if it still must, taking with it the changes of every
+        caller that queued meanwhile. N threads flushing at once cause about two writes,
+        not N. Returns True if this call wrote the file; errors propagate as from
+        :meth:`persist`.
+        """
+        with self._lock:
+            target = self._changes
+            if self._persisted_changes >= target:
+                return False
+        with self._persist_lock:
+            with self._lock:
+                if self._persisted_changes >= target:
+                    return False        # a write that started after our change covered it
+            self._persist()
+            return True
+
+    def _persist(self) -> None:
+        """:meth:`persist`'s steps; call with ``self._persist_lock`` held."""
         path = self.config_file_path()
         directory = os.path.dirname(path) or "."
         tmp, bak = path + ".tmp", path + ".bak"
-        with self._persist_lock:
-            with self._lock:
-                data = self.encode().encode("utf-8")
-                changes = self._changes
-            os.makedirs(directory, exist_ok=True)
-            self._good_stat, good = None, self._good_stat
-            _write_durably(tmp, data)           # removes the tmp file when it fails
-            try:
-                if self._main_is_good(path, good):
-                    self._rotate_to_bak(path, bak)
-                    _fsync_dir(directory)
-                os.replace(tmp, path)
-            except BaseException:
-                # {path} still holds the old text (or, after a rename fall-back, {path}.bak
-                # does): leave no temporary file behind
-                _discard(tmp)
-                _discard(bak + ".tmp")
-                self._good_stat = good
-                raise
-            _fsync_dir(directory)
-            self._good_stat = _stat_key(os.stat(path))
-            with self._lock:
-                if changes > self._persisted_changes:
-                    self._persisted_changes = changes
+        with self._lock:
+            data = self.encode().encode("utf-8")
+            changes = self._changes
+        os.makedirs(directory, exist_ok=True)
+        self._good_stat, good = None, self._good_stat
+        self.persists += 1
+        _write_durably(tmp, data)           # removes the tmp file when it fails
+        try:
+            if self._main_is_good(path, good):
+                self._rotate_to_bak(path, bak)
+                _fsync_dir(directory)
+            os.replace(tmp, path)
+        except BaseException:
+            # {path} still holds the old text (or, after a rename fall-back, {path}.bak
+            # does): leave no temporary file behind
+            _discard(tmp)
+            _discard(bak + ".tmp")
+            self._good_stat = good
+            raise
+        _fsync_dir(directory)
+        self._good_stat = _stat_key(os.stat(path))
+        with self._lock:
+            if changes > self._persisted_changes:
+                self._persisted_changes = changes
 
     def _main_is_good(self, path: str, good: Optional[tuple[int, int, int, int]]) -> bool:
         """Whether ``path`` holds readable text (known from our last load/persist, or parsed now)."""
