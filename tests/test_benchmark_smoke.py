@@ -16,7 +16,8 @@ TINY = ["--messages", "2000", "--batch-messages", "2000", "--batch", "100",
         "--lookups", "500", "--lookup-queue-size", "5000", "--queries", "500", "--query-store-size", "5000",
         "--delivery-messages", "50", "--delivery-window-ms", "200", "--pending-timers", "1000",
         "--put-with-timers-messages", "2000", "--cleaning-segments", "2", "--cleaning-messages", "2000",
-        "--real-messages", "3000", "--real-queries", "500", "--pending-halves", "100"]
+        "--real-messages", "3000", "--real-queries", "500", "--pending-halves", "100",
+        "--commits", "2000", "--durable-commits", "20"]
 
 
 def expected_rows():

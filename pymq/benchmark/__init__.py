@@ -24,6 +24,10 @@ Workload groups; the ratio column is pymq's msgs/s divided by the row's msgs/s
 ``delivery``, ``put_with_timers``
     delay-level and timer message lateness (p50/p99), and put_message throughput with
     100,000 timers pending; see :mod:`pymq.benchmark.delivery`.
+``commit_offset``, ``commit_durable``
+    consumer offsets committed in memory (``store.commit_offset``) and durably
+    (``Consumer.commit()``, alone and from 8 threads), next to sqlite3 upserts without and
+    with fsync; see :mod:`pymq.benchmark.commit`.
 ``aio_put``, ``aio_sync_put``, ``aio_wakeup``
     :mod:`pymq.aio` next to the threaded API: put rate, SYNC_FLUSH puts from 32
     producers, put-to-wake-up latency (p50/p99); see :mod:`pymq.benchmark.aio`.

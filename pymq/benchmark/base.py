@@ -47,6 +47,8 @@ class BenchOptions:
     real_queries: int = 5_000             # real_query: key lookups
     cleaning_segments: int = 8            # put_while_cleaning: old 16 MiB segments to delete
     cleaning_messages: int = 300_000      # put_while_cleaning: put_message calls per repeat
+    commits: int = 200_000                # commit_offset: offset commits per repeat (in memory)
+    durable_commits: int = 300            # commit_durable: Consumer.commit() calls per repeat
 
     @property
     def sync_flush(self) -> bool:

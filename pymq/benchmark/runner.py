@@ -21,6 +21,8 @@ from pymq._version import __version__
 from .aio import (PymqAioPut, PymqAioSyncPut, PymqAioWakeup, PymqThreadPut, PymqThreadSyncPut,
                   PymqThreadWakeup)
 from .base import PEERS, BenchOptions, Workload, store_config
+from .commit import (PymqCommitOffset, PymqConsumerCommit, PymqConsumerCommitThreads, SqliteCommitOffset,
+                     SqliteDurableCommit)
 from .read import (BisectTimeLookup, LmdbCursorRead, PymqDispatch, PymqGetMessage, PymqPutMessagesReference,
                    PymqTimeLookup, QueuelibPop)
 from .delivery import PymqDelayDelivery, PymqPutWithoutTimers, PymqPutWithTimers, PymqTimerDelivery
@@ -45,6 +47,8 @@ WORKLOADS: tuple[type[Workload], ...] = (
     PymqPutWhileCleaning, PymqPutNotCleaning,
     PymqPutWithHalves, PymqPutWithoutHalves,
     PymqPopAck, PersistQueueAck, LitequeuePopDone,
+    PymqCommitOffset, SqliteCommitOffset,
+    PymqConsumerCommit, PymqConsumerCommitThreads, SqliteDurableCommit,
     PymqAioPut, PymqThreadPut,
     PymqAioSyncPut, PymqThreadSyncPut,
     PymqAioWakeup, PymqThreadWakeup,
@@ -366,6 +370,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"old 16 MiB segments the put_while_cleaning store holds (default {d.cleaning_segments})")
     add("--cleaning-messages", type=_positive_int, default=d.cleaning_messages, metavar="N",
         help=f"put_message calls per repeat of put_while_cleaning (default {d.cleaning_messages:,})")
+    add("--commits", type=_positive_int, default=d.commits, metavar="N",
+        help=f"offset commits per repeat of commit_offset (default {d.commits:,})")
+    add("--durable-commits", type=_positive_int, default=d.durable_commits, metavar="N",
+        help=f"Consumer.commit() calls per repeat of commit_durable (default {d.durable_commits:,})")
 
 
 def options_from_args(args: argparse.Namespace) -> BenchOptions:
