@@ -17,6 +17,7 @@ from typing import Iterator, Optional, Union
 
 from pymq.filter import parse_tag_expression
 from pymq.status import BoundaryType, GetMessageStatus
+from pymq.store.arguments import check_queue_id, wait_timeout
 
 _RESET = (GetMessageStatus.OFFSET_TOO_SMALL, GetMessageStatus.OFFSET_OVERFLOW_BADLY,
           GetMessageStatus.OFFSET_FOUND_NULL, GetMessageStatus.NO_MATCHED_MESSAGE,
@@ -95,7 +96,7 @@ class Consumer:
 
     def seek(self, queue_id: int, offset: int) -> None:
         """Read ``queue_id`` of the topic from ``offset`` next."""
-        self._positions[(self.topic, queue_id)] = offset
+        self._positions[(self.topic, check_queue_id(queue_id))] = offset
 
     def _pull_once(self) -> list:
         return [m for _topic, _qid, msgs in self._pull_batches() for m in msgs]
@@ -124,7 +125,10 @@ class Consumer:
         return out
 
     def poll(self, timeout_s: float = 1.0) -> list:
-        """The next messages from all queues; waits up to ``timeout_s`` for some to arrive."""
+        """The next messages from all queues; waits up to ``timeout_s`` for some to arrive
+        (``math.inf``: until some do; NaN or negative: ``ValueError``). Raises
+        ``StoreStateError`` when the store shuts down meanwhile, or was shut down."""
+        wait_timeout(timeout_s)
         deadline = time.monotonic() + timeout_s
         while True:
             msgs = self._pull_once()

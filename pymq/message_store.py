@@ -35,6 +35,9 @@ from pymq.store.disk_guard import DiskGuard
 from pymq.store.index_service import IndexService
 from pymq.store.flush_service import (FlushConsumeQueueService, FlushRealTimeService, GroupCommitRequest,
                                       GroupCommitService, flushed_future)
+from pymq.store import fork_guard
+from pymq.store.arguments import check_queue_id, wait_timeout
+from pymq.store.fence import fence
 from pymq.store.long_polling import MessageArrivingNotifier, arrival_condition, queue_ready
 from pymq.store.put_gate import PutGate
 from pymq.store.recovery import dispatch_start, recover, recover_topic_queue_table
@@ -84,6 +87,7 @@ class MessageStore:
         self._running = False
         self._closed = False
         self._lock = StoreLock(self.store_path)
+        fork_guard.track(self)      # fenced in a forked child: every call raises, nothing is written
         if read_only:
             # a store has its commit log, or at least the lock file of a writer that just began
             if not (os.path.isdir(os.path.join(self.store_path, "commitlog"))
@@ -319,10 +323,18 @@ class MessageStore:
     def shutdown(self) -> None:
         """Stop accepting puts, dispatch and flush everything, stop the services and
         release the lock. The ``abort`` marker is removed only when nothing was left
-        undispatched (RocketMQ's rule)."""
+        undispatched (RocketMQ's rule).
+
+        First every waiter (``wait_message``, ``wait_messages``, ``Consumer.poll``,
+        :mod:`pymq.aio`'s waits, a broker's pop) wakes and raises ``StoreStateError``.
+        Afterwards every call on the store raises ``StoreStateError``; ``shutdown`` and
+        ``close`` again do nothing. In a process forked from the one that opened the
+        store, they do nothing at all (:mod:`pymq.store.fork_guard`): the parent's files
+        and lock are left as they are."""
         if self._closed:
             return
         self._closed = True
+        self.notifier.close()
         self.stats_service.shutdown()
         if not self.read_only and self._running:
             self.clean_service.shutdown()
@@ -340,6 +352,7 @@ class MessageStore:
             self.consume_queues.shutdown()
             self.commit_log.mapped_file_queue.shutdown()
             self._running = False
+            self._fence("the store is shut down; open a new MessageStore")
             return
         try:
             self.reput_service.shutdown()
@@ -374,6 +387,12 @@ class MessageStore:
         finally:
             self._running = False
             self._lock.release()
+            self._fence("the store is shut down; open a new MessageStore")
+
+    def _fence(self, message: str) -> None:
+        """After shutdown: every public call raises (the hot paths are rebound, not checked)."""
+        fork_guard.forget(self)
+        fence(self, message, keep=("shutdown", "close"))
 
     close = shutdown
 
@@ -506,21 +525,24 @@ class MessageStore:
 
     def wait_message(self, topic: str, queue_id: int, offset: int, timeout_s: float) -> bool:
         """Long poll: True as soon as queue offset ``offset`` is readable (``offset`` <
-        the queue's max offset), False after ``timeout_s`` seconds. Woken by the
-        dispatcher, not by a timer."""
+        the queue's max offset), False after ``timeout_s`` seconds (``math.inf``: no
+        limit; NaN or negative: ``ValueError``). Woken by the dispatcher, not by a
+        timer. Raises ``StoreStateError`` when the store shuts down meanwhile."""
+        timeout = wait_timeout(timeout_s)
         self._check_open()
         return self.notifier.wait((topic, queue_id), queue_ready(self.consume_queues, topic, queue_id, offset),
-                                  timeout_s)
+                                  timeout)
 
     def wait_messages(self, topic, offsets: dict, timeout_s: float) -> bool:
         """Long poll over several queues of ``topic``: True as soon as any queue id in
         ``offsets`` has a message at or after its offset (``{queue_id: offset}``), False
         after ``timeout_s`` seconds. New queues of the topic also end the wait. Several
         topics at once: ``topic`` a tuple of names and ``offsets`` ``{topic: {queue_id:
-        offset}}``."""
+        offset}}``. ``timeout_s`` and shutdown as :meth:`wait_message`."""
+        timeout = wait_timeout(timeout_s)
         self._check_open()
         topics, ready = self.arrival_condition(topic, offsets)
-        return self.notifier.wait_any(topics, ready, timeout_s)
+        return self.notifier.wait_any(topics, ready, timeout)
 
     def arrival_condition(self, topic, offsets: dict) -> tuple:
         """``(topics, ready)`` for a wait as :meth:`wait_messages` describes it:
@@ -543,7 +565,7 @@ class MessageStore:
     def has_queue(self, topic: str, queue_id: int) -> bool:
         """Whether (topic, queue_id) has a consume queue (unlike the other queries, which
         act as if an unknown queue were empty, as RocketMQ does)."""
-        return self.consume_queues.find_consume_queue(topic, queue_id, create=False) is not None
+        return self.consume_queues.find_consume_queue(topic, check_queue_id(queue_id), create=False) is not None
 
     def read_columns(self, topic: str, queue_id: int, start: int, end: int, max_rows: int = 65536,
                      max_bytes: int = 64 << 20):
@@ -555,7 +577,7 @@ class MessageStore:
         ``count`` is 0 and ``columns`` None for an unknown queue.
         """
         from pymq._core import columns
-        cq = self.consume_queues.find_consume_queue(topic, queue_id, create=False)
+        cq = self.consume_queues.find_consume_queue(topic, check_queue_id(queue_id), create=False)
         if cq is None:
             return 0, columns.READ_CQ_END, None
         cl = self.commit_log

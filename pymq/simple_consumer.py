@@ -48,7 +48,8 @@ class SimpleConsumer:
         if not isinstance(group, str) or not group or not isinstance(topic, str) or not topic:
             raise ValueError("group and topic must be non-empty strings")
         parse_tag_expression(tags)
-        if isinstance(await_duration, bool) or not isinstance(await_duration, (int, float)) or await_duration < 0:
+        if isinstance(await_duration, bool) or not isinstance(await_duration, (int, float)) \
+                or not await_duration >= 0:             # NaN too
             raise ValueError("await_duration is a number of seconds >= 0")
         self.store = store
         self.group = group

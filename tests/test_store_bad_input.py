@@ -396,7 +396,9 @@ def test_bad_batch_is_message_illegal(tracker, msgs):
 
 # -- lifecycle --------------------------------------------------------------------------------------
 
-def test_put_before_start_and_after_shutdown_is_service_not_available(tmp_path):
+def test_put_before_start_is_service_not_available_and_after_shutdown_raises(tmp_path):
+    """Before start() a put is refused with a status (the store opens, then starts); after
+    shutdown() every call raises StoreStateError (tests/test_store_inputs.py)."""
     path = tmp_path / "store"
     store = pymq.MessageStore(path, small_config())
     try:
@@ -410,10 +412,10 @@ def test_put_before_start_and_after_shutdown_is_service_not_available(tmp_path):
         kept = r.commitlog_offset
     finally:
         store.shutdown()
-    r = store.put_message(pymq.Message(topic="T", body=b"late"))
-    assert r.status is S.SERVICE_NOT_AVAILABLE
-    r = store.put_messages([pymq.Message(topic="T", body=b"late")])
-    assert r.status is S.SERVICE_NOT_AVAILABLE
+    with pytest.raises(pymq.StoreStateError):
+        store.put_message(pymq.Message(topic="T", body=b"late"))
+    with pytest.raises(pymq.StoreStateError):
+        store.put_messages([pymq.Message(topic="T", body=b"late")])
     recs = walk_commitlog(path / "commitlog")
     assert [r["body"] for r in recs] == [b"kept"]
     with pymq.MessageStore(path, small_config()) as store:

@@ -72,6 +72,14 @@ cdef inline bytes _utf8(str topic):
     return <bytes>b
 
 
+cdef inline int _queue_id(object queue_id) except? -1:
+    """A queue id as a C int: an int, not a bool (a float would be truncated, ``True``
+    taken for queue 1); else TypeError."""
+    if type(queue_id) is not int and (isinstance(queue_id, bool) or not isinstance(queue_id, int)):
+        raise TypeError(f"queue_id must be an int, not {type(queue_id).__name__}")
+    return queue_id
+
+
 cdef object FOUND = GetMessageStatus.FOUND
 cdef object NO_MATCHED_MESSAGE = GetMessageStatus.NO_MATCHED_MESSAGE
 cdef object MESSAGE_WAS_REMOVING = GetMessageStatus.MESSAGE_WAS_REMOVING
@@ -215,15 +223,15 @@ cdef class QueueReader:
         self.last_queue_id = queue_id
         return self.last_app
 
-    def get_message(self, group, str topic not None, int queue_id, long long offset, int max_msgs=32,
+    def get_message(self, group, str topic not None, queue_id, long long offset, int max_msgs=32,
                     tags=None):
         """Pull up to ``max_msgs`` messages of (topic, queue_id) from queue offset ``offset``."""
-        return self._pull(topic, queue_id, offset, max_msgs, tags, False)
+        return self._pull(topic, _queue_id(queue_id), offset, max_msgs, tags, False)
 
-    def get_message_raw(self, group, str topic not None, int queue_id, long long offset, int max_msgs=32,
+    def get_message_raw(self, group, str topic not None, queue_id, long long offset, int max_msgs=32,
                         tags=None):
         """``get_message`` without decoding: the records as stored, in ``buffers``."""
-        return self._pull(topic, queue_id, offset, max_msgs, tags, True)
+        return self._pull(topic, _queue_id(queue_id), offset, max_msgs, tags, True)
 
     cdef GetMessageResult _pull(self, str topic, int queue_id, long long offset, int max_msgs, tags, bint raw):
         cdef CqAppender app
@@ -423,10 +431,10 @@ cdef class QueueReader:
                 PyMem_Free(picked)
         return 0
 
-    def get_offset_in_queue_by_time(self, str topic not None, int queue_id, long long timestamp,
+    def get_offset_in_queue_by_time(self, str topic not None, queue_id, long long timestamp,
                                     boundary=LOWER):
         """RocketMQ 5.x time lookup (see ``cq_unit``)."""
         if boundary is not LOWER and boundary is not UPPER:
             raise TypeError("boundary must be a pymq.BoundaryType")
-        return lookup_by_time(self._appender(topic, queue_id), timestamp, boundary is UPPER,
+        return lookup_by_time(self._appender(topic, _queue_id(queue_id)), timestamp, boundary is UPPER,
                               self.commit_log_queue.mapped_files, self.cl_file_size)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import weakref
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Optional
 
 _REGISTRY: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _REGISTRY_LOCK = threading.Lock()
@@ -129,31 +129,35 @@ class LoopWaiters:
                 del self._futures[topic]
                 self._removers.pop(topic)()
 
-    async def wait(self, topics: Iterable[str], ready: Callable[[], bool], timeout_s: float) -> bool:
-        """Wait until ``ready()`` or ``timeout_s`` passes; returns ``ready()``. Woken by
-        arrivals in any of ``topics`` (and by the store's shutdown, which ends the wait).
-        Cancelling the waiting task just removes its registration."""
+    async def wait(self, topics: Iterable[str], ready: Callable[[], bool], timeout_s: Optional[float]) -> bool:
+        """Wait until ``ready()`` or ``timeout_s`` passes (None: no limit); returns
+        ``ready()``. Woken by arrivals in any of ``topics``. The store's shutdown wakes
+        it at once and it raises ``StoreStateError`` (as a wait on a store already shut
+        down does). Cancelling the waiting task just removes its registration."""
+        store = self._store
+        store._check_open()
         if ready():
             return True
-        if timeout_s <= 0:
+        if timeout_s is not None and timeout_s <= 0:
             return False
         topics = tuple(topics)
         loop = self._loop
-        deadline = loop.time() + timeout_s
+        deadline = None if timeout_s is None else loop.time() + timeout_s
         while True:
             fut = loop.create_future()
             self._add(topics, fut)
-            timer = loop.call_at(deadline, _expire, fut)
+            timer = loop.call_at(deadline, _expire, fut) if deadline is not None else None
             try:
+                store._check_open()     # a shutdown that came before the listener was added
                 if ready():
                     return True
                 await fut
             finally:
-                timer.cancel()
+                if timer is not None:
+                    timer.cancel()
                 self._discard(topics, fut)
-            if not self._store.running:
-                return False
+            store._check_open()
             if ready():
                 return True
-            if loop.time() >= deadline:
+            if deadline is not None and loop.time() >= deadline:
                 return False

@@ -18,6 +18,9 @@ import collections
 from typing import TYPE_CHECKING, Optional, Union
 
 from pymq.consumer import Consumer as _SyncConsumer
+from pymq.errors import StoreStateError
+from pymq.store.arguments import wait_timeout
+from pymq.store.fork_guard import forked
 
 from .store import AsyncStore
 
@@ -86,7 +89,7 @@ class Consumer:
             if remaining <= 0 or not store.running:
                 return
             topics, ready = store.arrival_condition(*inner._wait_offsets())
-            arrived = await waiters.wait(topics, ready, remaining)
+            arrived = await waiters.wait(topics, ready, wait_timeout(remaining))
             if not store.running:
                 return
             if not arrived and loop.time() >= deadline:
@@ -96,7 +99,10 @@ class Consumer:
                 return
 
     async def poll(self, timeout_s: float = 1.0) -> list[MessageExt]:
-        """The next messages from all queues; waits up to ``timeout_s`` for some to arrive."""
+        """The next messages from all queues; waits up to ``timeout_s`` for some to arrive
+        (``math.inf``: until some do; NaN or negative: ``ValueError``). Raises
+        ``StoreStateError`` when the store shuts down meanwhile, or was shut down."""
+        wait_timeout(timeout_s)
         if not self._buffer:
             await self._fill(timeout_s)
         out = [m for _key, m in self._buffer]
@@ -107,10 +113,18 @@ class Consumer:
         return self
 
     async def __anext__(self) -> MessageExt:
+        """The next message; the iteration ends when the store shuts down (a store
+        fenced in a forked child raises ``StoreStateError`` instead)."""
+        store = self._astore.store
         while not self._buffer:
-            if not self._astore.store.running:
+            if not store.running:
                 raise StopAsyncIteration
-            await self._fill(1.0)
+            try:
+                await self._fill(1.0)
+            except StoreStateError:
+                if store._closed and not forked(store):      # shut down: the end
+                    raise StopAsyncIteration from None
+                raise
         return self._buffer.popleft()[1]
 
     def _handed_positions(self) -> dict[tuple[str, int], int]:

@@ -21,6 +21,7 @@ import os
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Union
 
 from pymq.status import PutMessageStatus
+from pymq.store.arguments import check_queue_id, wait_timeout
 
 from ._waiters import LoopWaiters
 
@@ -125,20 +126,26 @@ class AsyncStore:
 
     async def wait_message(self, topic: str, queue_id: int, offset: int, timeout_s: float) -> bool:
         """Long poll: True as soon as queue offset ``offset`` of (topic, queue_id) is
-        readable, False after ``timeout_s`` seconds (or when the store shuts down)."""
+        readable, False after ``timeout_s`` seconds (``math.inf``: no limit; NaN or
+        negative: ``ValueError``). Raises ``StoreStateError`` when the store shuts down
+        meanwhile, as :meth:`pymq.MessageStore.wait_message` does."""
+        timeout = wait_timeout(timeout_s)
+        check_queue_id(queue_id)
         store = self.store
         store._check_open()
         cq = store.consume_queues.find_consume_queue(topic, queue_id)
         return await self.waiters().wait(   # find_consume_queue creates the queue: cq is not None
-            (topic,), lambda: offset < cq.get_max_offset_in_queue(), timeout_s)  # type: ignore[union-attr]
+            (topic,), lambda: offset < cq.get_max_offset_in_queue(), timeout)  # type: ignore[union-attr]
 
     async def wait_messages(self, topic: Union[str, Iterable[str]],
                             offsets: Union[dict[int, int], dict[str, dict[int, int]]], timeout_s: float) -> bool:
         """``store.wait_messages`` awaited: True as soon as a queue in ``offsets`` has a
-        message at or after its offset or a new queue of the topic(s) appeared."""
+        message at or after its offset or a new queue of the topic(s) appeared.
+        ``timeout_s`` and shutdown as :meth:`wait_message`."""
+        timeout = wait_timeout(timeout_s)
         self.store._check_open()
         topics, ready = self.store.arrival_condition(topic, offsets)
-        return await self.waiters().wait(topics, ready, timeout_s)
+        return await self.waiters().wait(topics, ready, timeout)
 
     def __repr__(self) -> str:
         return f"AsyncStore({self.store!r})"

@@ -27,6 +27,7 @@ from typing import Callable, Optional
 
 from pymq.errors import CorruptStoreError
 from pymq.filter import parse_tag_expression
+from pymq.store.arguments import wait_timeout
 from pymq.store.episode_log import EpisodeLog
 from pymq.store.service_thread import ServiceThread
 
@@ -168,6 +169,7 @@ class PopMessageService:
         if not isinstance(invisible_time_ms, int) or invisible_time_ms <= 0:
             raise ValueError("invisible_time_ms must be a positive int (ms)")
         parse_tag_expression(tags)
+        wait_timeout(timeout_s)             # NaN or negative: ValueError; math.inf: no limit
         deadline = time.monotonic() + timeout_s
         while True:
             version = self.wake_version(topic)

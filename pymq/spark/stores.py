@@ -29,6 +29,7 @@ from typing import Optional
 import pymq
 from pymq.store_sizes import SIZE_FIELDS, config_for_store, sizes_path
 from pymq.errors import StoreLockedError
+from pymq.store.fork_guard import forked
 
 STORE_OPTION_PREFIX = "store."
 _CONFIG_FIELDS = {f.name: f for f in dataclasses.fields(pymq.StoreConfig)}
@@ -186,6 +187,9 @@ def open_read_only(path: str, config_values: dict) -> pymq.MessageStore:
     key = (path, tuple(sorted(config_values.items())))
     with _OPEN_LOCK:
         store = _OPEN.get(key)
+        if store is not None and forked(store):
+            del _OPEN[key]                   # opened before this process forked: unusable here
+            store = None
         if store is not None and _files_deleted(store):
             del _OPEN[key]                   # retention removed segments: map what is left
             store.shutdown()

@@ -9,6 +9,10 @@ add a *listener* instead, for every topic or for some: it is called on the dispa
 thread with each batch of arrivals (or None when every waiter must look again, e.g. at
 shutdown) and must hand the work to its own loop quickly (``call_soon_threadsafe``). A
 listener that raises is logged once per episode and never stops the dispatcher.
+
+At shutdown the store closes the notifier (``close``) first: every blocked waiter wakes at once
+and raises :class:`pymq.StoreStateError`, and so does every wait begun after it;
+listeners get None (and :mod:`pymq.aio`'s waiters then raise the same error).
 """
 
 from __future__ import annotations
@@ -18,6 +22,9 @@ import logging
 import threading
 from typing import Callable, Iterable, Optional
 
+from pymq.errors import StoreStateError
+
+from .arguments import check_queue_id, check_queue_offsets
 from .episode_log import EpisodeLog
 
 log = logging.getLogger("pymq")
@@ -36,6 +43,7 @@ class MessageArrivingNotifier:
         self._listeners: dict[str, dict[int, Listener]] = {}   # topic -> {token: listener}
         self._tokens = itertools.count()
         self.listener_errors = EpisodeLog(log, "arrival listener")
+        self.closed = False
 
     def add_listener(self, fn: Listener, topics: Optional[Iterable[str]] = None) -> Callable[[], None]:
         """Call ``fn(arrived)`` on every ``notify`` that extends a queue of one of
@@ -122,6 +130,16 @@ class MessageArrivingNotifier:
             with cond:
                 cond.notify_all()
 
+    def close(self) -> None:
+        """The store is shutting down: wake every waiter now; they, and every wait
+        begun from now on, raise ``StoreStateError``. Listeners get None."""
+        self.closed = True
+        self.notify_all()
+
+    def _check_closed(self) -> None:
+        if self.closed:
+            raise StoreStateError("the store is shut down (it shut down while waiting)")
+
     def _call(self, listeners, arrived: Optional[dict]) -> None:
         for fn in listeners:
             try:
@@ -131,30 +149,41 @@ class MessageArrivingNotifier:
             else:
                 self.listener_errors.succeeded()
 
-    def wait(self, key: tuple, ready: Callable[[], bool], timeout_s: float) -> bool:
-        """Block until ``ready()`` or ``timeout_s`` passes; returns ``ready()``.
-        ``key`` is (topic, queue_id), or (topic, None) to be woken by any queue of topic."""
+    def wait(self, key: tuple, ready: Callable[[], bool], timeout_s: Optional[float]) -> bool:
+        """Block until ``ready()`` or ``timeout_s`` passes (None: no limit); returns
+        ``ready()``. ``key`` is (topic, queue_id), or (topic, None) to be woken by any
+        queue of topic. Raises ``StoreStateError`` once the notifier is closed."""
+        self._check_closed()
         if ready():
             return True
+        if timeout_s is not None and timeout_s > threading.TIMEOUT_MAX:
+            timeout_s = None            # math.inf: a lock cannot wait that long, and need not
         cond = self._condition(key)
         with cond:
-            return cond.wait_for(ready, timeout_s)
+            woke = cond.wait_for(lambda: self.closed or ready(), timeout_s)
+        self._check_closed()
+        return woke
 
-    def wait_any(self, topics, ready: Callable[[], bool], timeout_s: float) -> bool:
+    def wait_any(self, topics, ready: Callable[[], bool], timeout_s: Optional[float]) -> bool:
         """``wait`` woken by any queue of any of ``topics`` (a consumer reading its topic
         and its retry topic)."""
         topics = list(topics)
         if len(topics) == 1:
             return self.wait((topics[0], None), ready, timeout_s)
+        self._check_closed()
         if ready():
             return True
+        if timeout_s is not None and timeout_s > threading.TIMEOUT_MAX:
+            timeout_s = None
         cond = threading.Condition()
         with self._lock:
             for t in topics:
                 self._extra.setdefault(t, set()).add(cond)
         try:
             with cond:
-                return cond.wait_for(ready, timeout_s)
+                woke = cond.wait_for(lambda: self.closed or ready(), timeout_s)
+            self._check_closed()
+            return woke
         finally:
             with self._lock:
                 for t in topics:
@@ -167,7 +196,8 @@ class MessageArrivingNotifier:
 
 def queue_ready(consume_queues, topic: str, queue_id: int, offset: int) -> Callable[[], bool]:
     """The condition of a wait for one queue: true once queue offset ``offset`` of
-    (topic, queue_id) is readable."""
+    (topic, queue_id) is readable. ``TypeError`` for a queue id that is not an int."""
+    check_queue_id(queue_id)
     find = consume_queues.find_consume_queue
 
     def ready() -> bool:
@@ -183,9 +213,12 @@ def arrival_condition(consume_queues, topic, offsets: dict) -> tuple:
     """``(topics, ready)`` of a wait over several queues: ``topic`` a name and ``offsets``
     ``{queue_id: offset}``, or a tuple of names and ``{topic: {queue_id: offset}}``.
     ``ready()`` is true once one of the queues has a message at or after its offset, or a
-    queue of the topics appeared that was neither known when the wait began nor named."""
+    queue of the topics appeared that was neither known when the wait began nor named.
+    ``TypeError`` for a queue id or an offset that is not an int."""
     find = consume_queues.find_consume_queue
     by_topic = {topic: offsets} if isinstance(topic, str) else {t: offsets.get(t, {}) for t in topic}
+    for offs in by_topic.values():
+        check_queue_offsets(offs)
     known = {t: set(consume_queues.topics().get(t, ())) for t in by_topic}
 
     def ready() -> bool:

@@ -13,6 +13,7 @@ from pymq._core.cq_unit import store_timestamp_at
 from pymq._core.reader import QueueReader
 from pymq.config import StoreConfig
 from pymq.filter import parse_tag_expression
+from pymq.store.arguments import check_queue_id
 
 
 def _physical_memory() -> int:
@@ -48,7 +49,7 @@ class MessageReader:
     # -- per-queue queries --------------------------------------------------------------------
 
     def _queue(self, topic: str, queue_id: int):
-        return self.consume_queues.find_consume_queue(topic, queue_id)
+        return self.consume_queues.find_consume_queue(topic, check_queue_id(queue_id))
 
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
         return self._queue(topic, queue_id).get_max_offset_in_queue()
