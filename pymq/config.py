@@ -61,6 +61,9 @@ class StoreConfig:
     message_index_enable: bool = True
     message_index_safe: bool = False
     check_crc_on_recover: bool = True
+    # Reads that decode (get_message, Consumer, pop, query_message, look/view by id) check
+    # each record's body CRC; one that fails is never returned (docs/recovery.md).
+    check_crc_on_read: bool = True
     max_msgs_num_batch: int = 64
     # Cleaning (RocketMQ's CleanCommitLogService and friends, see docs/retention.md).
     # A commit-log segment whose last write is older than file_reserved_time hours (a

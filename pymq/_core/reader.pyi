@@ -13,6 +13,7 @@ class GetMessageResult:
     max_offset: int
     buffer_total_size: int
     suggest_pulling_from_slave: bool
+    damaged: int
     def __init__(self, status: GetMessageStatus, messages: Optional[list[MessageExt]] = ...,
                  next_begin_offset: int = ..., min_offset: int = ..., max_offset: int = ...,
                  buffer_total_size: int = ..., suggest_pulling_from_slave: bool = ...) -> None: ...

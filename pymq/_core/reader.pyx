@@ -45,12 +45,19 @@ from pymq._core.hton cimport pymq_get_i16, pymq_get_i32, pymq_get_i64
 from pymq._core.cq_unit cimport CqAppender, lookup_by_time, queue_max_offset
 from pymq._core.mapped_file cimport MappedFile, segment_for
 from pymq._core.message cimport MessageExt
-from pymq._core.record cimport DecodeCache, RecordLayout, ext_from_page, next_property, record_layout
+from pymq._core.record cimport (DecodeCache, RecordLayout, body_crc32, ext_from_page, next_property, record_at,
+                               record_layout)
 
 from pymq.status import BoundaryType, GetMessageStatus
 
 cdef enum:
     PICKED_ON_STACK = 64
+    MAX_EVENTS = 16             # damage met by one pull, reported after it (more are counted)
+    EV_LOST = 1                 # the entry's record is gone (a lost-entry marker, a hole)
+    EV_BAD = 2                  # the entry does not describe its record
+    EV_CRC = 3                  # the record fails its body CRC
+
+cdef int32_t LOST_ENTRY_SIZE = 0x7FFFFFFF     # a blank entry: pre-fill, or a record lost to damage
 
 
 cdef struct Picked:
@@ -133,6 +140,7 @@ cdef class GetMessageResult:
     cdef public long long max_offset
     cdef public long long buffer_total_size
     cdef public bint suggest_pulling_from_slave
+    cdef public int damaged         # entries this pull skipped because their record is lost or damaged
 
     def __init__(self, status, messages=None, long long next_begin_offset=0, long long min_offset=0,
                  long long max_offset=0, long long buffer_total_size=0, bint suggest_pulling_from_slave=False):
@@ -145,6 +153,7 @@ cdef class GetMessageResult:
         self.suggest_pulling_from_slave = suggest_pulling_from_slave
         self.buffers = None
         self.raw_count = 0
+        self.damaged = 0
 
     @property
     def message_count(self):
@@ -183,6 +192,19 @@ cdef class QueueReader:
     cdef long long max_bytes_memory
     cdef long long max_bytes_disk
     cdef public bint closed
+    # damage handling: the body CRC checked on decoded reads; a follower (read-only store)
+    # takes an entry whose record it has not scanned yet as "not yet"; ``damage`` (a
+    # DamageLedger) hears of what a pull skipped; ``repair(topic, queue_id, index)``
+    # (writers) rebuilds a queue from a bad entry on and returns True when it did
+    cdef public bint check_crc
+    cdef public bint follower
+    cdef public object damage
+    cdef public object repair
+    cdef int ev_count
+    cdef int ev_kind[MAX_EVENTS]
+    cdef long long ev_index[MAX_EVENTS]
+    cdef long long ev_phy[MAX_EVENTS]
+    cdef long long bad_index
     # pulls served, for the store's statistics (RocketMQ's getMessageTimesTotalFound/Miss,
     # getMessageTransferedMsgCount): plain C increments, read by StoreStatsService
     cdef readonly long long found_count, miss_count, got_messages, got_bytes
@@ -202,6 +224,10 @@ cdef class QueueReader:
         self.max_count_disk = max_count_disk
         self.max_bytes_disk = max_bytes_disk
         self.closed = False
+        self.check_crc = True
+        self.follower = False
+        self.damage = None
+        self.repair = None
 
     def forget(self):
         """Drop cached queue handles (after queues were destroyed or recreated)."""
@@ -226,14 +252,15 @@ cdef class QueueReader:
     def get_message(self, group, str topic not None, queue_id, long long offset, int max_msgs=32,
                     tags=None):
         """Pull up to ``max_msgs`` messages of (topic, queue_id) from queue offset ``offset``."""
-        return self._pull(topic, _queue_id(queue_id), offset, max_msgs, tags, False)
+        return self._pull(topic, _queue_id(queue_id), offset, max_msgs, tags, False, True)
 
     def get_message_raw(self, group, str topic not None, queue_id, long long offset, int max_msgs=32,
                         tags=None):
         """``get_message`` without decoding: the records as stored, in ``buffers``."""
-        return self._pull(topic, _queue_id(queue_id), offset, max_msgs, tags, True)
+        return self._pull(topic, _queue_id(queue_id), offset, max_msgs, tags, True, True)
 
-    cdef GetMessageResult _pull(self, str topic, int queue_id, long long offset, int max_msgs, tags, bint raw):
+    cdef GetMessageResult _pull(self, str topic, int queue_id, long long offset, int max_msgs, tags, bint raw,
+                                bint may_repair):
         cdef CqAppender app
         cdef GetMessageResult r
         cdef long long min_o, max_o, pos
@@ -284,7 +311,12 @@ cdef class QueueReader:
                 r.next_begin_offset = offset + per_file - offset % per_file
             else:
                 self._collect(r, mf, <Py_ssize_t>(pos - mf.file_from_offset), offset, topic, queue_id, max_msgs,
-                              flt.codes if flt is not None else (), flt.names_utf8 if flt is not None else (), raw)
+                              flt.codes if flt is not None else (), flt.names_utf8 if flt is not None else (), raw,
+                              may_repair and self.repair is not None)
+                self._report(r, topic, queue_id)
+                if self.bad_index >= 0 and self._repair(topic, queue_id) and r.message_count == 0:
+                    # the queue was rebuilt from the bad entry on: read it again (once)
+                    return self._pull(topic, queue_id, offset, max_msgs, tags, raw, False)
         if r.status is FOUND:
             self.found_count += 1
             self.got_messages += r.raw_count if raw else len(r.messages)
@@ -293,9 +325,42 @@ cdef class QueueReader:
             self.miss_count += 1
         return r
 
+    cdef int _report(self, GetMessageResult r, str topic, int queue_id) except -1:
+        """Tell the damage ledger what the last ``_collect`` skipped (after it: no Python
+        call runs while segment memory is read)."""
+        cdef int i
+        cdef object damage = self.damage
+        if damage is not None:
+            for i in range(min(self.ev_count, MAX_EVENTS)):
+                if self.ev_kind[i] == EV_CRC:
+                    damage.crc_error(self.ev_phy[i], topic, queue_id, self.ev_index[i])
+                elif self.ev_kind[i] == EV_LOST or damage.hole_at(self.ev_phy[i]) is not None:
+                    damage.lost_entry(topic, queue_id, self.ev_index[i], self.ev_phy[i])
+                else:
+                    damage.bad_entry(topic, queue_id, self.ev_index[i], f"does not describe a record of "
+                                     f"this queue at commit-log offset {self.ev_phy[i]}")
+            for i in range(MAX_EVENTS, self.ev_count):
+                damage.bad_entries += 1
+        r.damaged = self.ev_count
+        return 0
+
+    cdef bint _repair(self, str topic, int queue_id) except -1:
+        cdef long long index = self.bad_index
+        self.bad_index = -1
+        if self.repair is None:
+            return False
+        return bool(self.repair(topic, queue_id, index))
+
+    cdef inline void _event(self, int kind, long long index, long long phy) noexcept:
+        if self.ev_count < MAX_EVENTS:
+            self.ev_kind[self.ev_count] = kind
+            self.ev_index[self.ev_count] = index
+            self.ev_phy[self.ev_count] = phy
+        self.ev_count += 1
+
     cdef int _collect(self, GetMessageResult r, MappedFile cq, Py_ssize_t start, long long offset,
                       str topic, int queue_id, int max_msgs, tuple tag_codes, tuple tag_names,
-                      bint raw) except -1:
+                      bint raw, bint may_repair) except -1:
         cdef Py_ssize_t limit, pos, rpos, i, at
         cdef Py_ssize_t max_scan = max(16000, max_msgs * CQ_STORE_UNIT_SIZE)
         cdef int64_t offset_py, tags_code, next_file_start = -1, last_offset = 0
@@ -322,6 +387,10 @@ cdef class QueueReader:
         cdef MessageExt m
         cdef MappedFile run_seg = None          # raw: the current run of adjacent records
         cdef Py_ssize_t run_start = 0, run_end = 0
+        cdef long long index
+        cdef bint bad
+        self.ev_count = 0
+        self.bad_index = -1
         if not cl_files:
             max_phy = 0
             cl_min = 0
@@ -345,6 +414,11 @@ cdef class QueueReader:
                 offset_py = pymq_get_i64(base + pos)
                 size_py = pymq_get_i32(base + pos + 8)
                 tags_code = pymq_get_i64(base + pos + 12)
+                if size_py == LOST_ENTRY_SIZE:
+                    # a queue offset whose record was lost to damage (recovery marks it)
+                    self._event(EV_LOST, offset + (pos - start) // CQ_STORE_UNIT_SIZE, offset_py)
+                    pos += CQ_STORE_UNIT_SIZE
+                    continue
                 if next_file_start >= 0 and offset_py < next_file_start:
                     pos += CQ_STORE_UNIT_SIZE
                     continue
@@ -367,13 +441,33 @@ cdef class QueueReader:
                     next_file_start = offset_py + cl_fs - offset_py % cl_fs
                     pos += CQ_STORE_UNIT_SIZE
                     continue
+                index = offset + (pos - start) // CQ_STORE_UNIT_SIZE
                 seg = segment_for(cl_files, offset_py, cl_fs)
                 rpos = <Py_ssize_t>(offset_py - seg.file_from_offset) if seg is not None else -1
-                if (seg is None or seg.base == NULL or size_py <= 0 or rpos + size_py > seg.wrote
-                        or record_layout(seg.base + rpos, size_py, &lay) != size_py
-                        or pymq_get_i32(seg.base + rpos + 12) != queue_id or lay.topic_len != topic_len
-                        or memcmp(seg.base + rpos + lay.topic_pos, topic_raw, topic_len) != 0):
-                    # a damaged entry: skip it alone, never another queue's message
+                if seg is None or seg.base == NULL or size_py <= 0 or rpos + size_py > seg.wrote:
+                    if (self.follower and size_py > 0 and offset_py >= max_phy
+                            and offset_py < max_phy + 2 * cl_fs):
+                        break           # a follower has not scanned that far yet: not yet, not damage
+                    bad = True
+                else:
+                    bad = (record_at(seg.base, rpos, rpos + size_py, cl_fs, seg.file_from_offset, False) != size_py
+                           or pymq_get_i32(seg.base + rpos + 12) != queue_id
+                           or pymq_get_i64(seg.base + rpos + 20) != index)
+                    if not bad:
+                        record_layout(seg.base + rpos, size_py, &lay)
+                        bad = lay.topic_len != topic_len or memcmp(seg.base + rpos + lay.topic_pos, topic_raw,
+                                                                   topic_len) != 0
+                if bad:
+                    if may_repair and self.bad_index < 0:
+                        self.bad_index = index      # stop here; the queue is rebuilt, then read on
+                        break
+                    self._event(EV_BAD, index, offset_py)
+                    pos += CQ_STORE_UNIT_SIZE
+                    continue
+                if (self.check_crc and not raw and lay.body_len > 0
+                        and body_crc32(seg.base + rpos + lay.body_pos, lay.body_len)
+                        != pymq_get_i32(seg.base + rpos + 8)):
+                    self._event(EV_CRC, index, offset_py)     # altered: never returned
                     pos += CQ_STORE_UNIT_SIZE
                     continue
                 if filtered and not _tags_match(seg.base + rpos, size_py, tag_names):

@@ -33,8 +33,8 @@ the caller has checked. The decoder checks every length against the buffer befor
 reads, and raises ``CorruptRecordError`` instead of reading past it.
 """
 
-from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t
-from libc.string cimport memcmp, memcpy
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.string cimport memchr, memcmp, memcpy
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 
@@ -512,15 +512,42 @@ cdef Py_ssize_t next_record_at(const char *base, Py_ssize_t start, Py_ssize_t en
                                int64_t file_from) noexcept nogil:
     """Resynchronisation: the first position in ``[start, end)`` where a record passes
     ``record_at`` with its CRC, or a blank running to the file's end starts; -1 if none.
-    Candidates are found by their magic code (bytes 4..7), so a damaged stretch is
-    crossed at memory speed."""
-    cdef Py_ssize_t p = start
-    cdef unsigned char c
+    Candidates are found by the first byte of their magic code (at +4) with ``memchr``,
+    so a damaged or empty stretch is crossed at memory speed."""
+    cdef const char *da = NULL
+    cdef const char *cb = NULL
+    cdef const char *q
+    cdef Py_ssize_t p = start, lo
     while p + 8 <= end:
-        c = <unsigned char>base[p + 4]
-        if (c == 0xDA or c == 0xCB) and record_at(base, p, end, file_size, file_from, True) >= 0:
+        lo = p + 4
+        if da == NULL or da < base + lo:
+            da = <const char *>memchr(base + lo, 0xDA, <size_t>(end - 3 - lo))
+        if cb == NULL or cb < base + lo:
+            cb = <const char *>memchr(base + lo, 0xCB, <size_t>(end - 3 - lo))
+        if da == NULL and cb == NULL:
+            return -1
+        q = da if cb == NULL or (da != NULL and da < cb) else cb
+        p = (q - base) - 4
+        if record_at(base, p, end, file_size, file_from, True) >= 0:
             return p
         p += 1
+    return -1
+
+
+cdef Py_ssize_t last_nonzero_at(const char *base, Py_ssize_t start, Py_ssize_t end) noexcept nogil:
+    """Position of the last non-zero byte in ``[start, end)``, -1 when all are zero
+    (read backwards eight bytes a step)."""
+    cdef Py_ssize_t p = end
+    cdef uint64_t w
+    while p - 8 >= start:
+        memcpy(&w, base + p - 8, 8)
+        if w != 0:
+            break
+        p -= 8
+    while p > start:
+        if base[p - 1] != 0:
+            return p - 1
+        p -= 1
     return -1
 
 
@@ -574,6 +601,23 @@ def next_record(MappedFile mf, Py_ssize_t start, Py_ssize_t end):
         base = mf.base
         with nogil:
             p = next_record_at(base, start, end, file_size, file_from)
+    finally:
+        mf.unpin()
+    return p
+
+
+def last_nonzero(MappedFile mf, Py_ssize_t start, Py_ssize_t end):
+    """Position of the last non-zero byte of ``mf`` in ``[start, end)``, -1 when that
+    stretch is all zeros (never written, or zeroed)."""
+    cdef Py_ssize_t p
+    cdef const char *base
+    if start < 0 or end > mf.file_size or start > end:
+        raise ValueError("range outside the segment")
+    mf.pin()
+    try:
+        base = mf.base
+        with nogil:
+            p = last_nonzero_at(base, start, end)
     finally:
         mf.unpin()
     return p

@@ -24,6 +24,8 @@ from pymq.config import StoreConfig
 from pymq.errors import CorruptRecordError, DiskFullError
 
 from .allocate_service import AllocateMappedFileService
+from . import log_walk
+from .damage import DamageLedger
 from .mapped_file_queue import MappedFileQueue
 
 
@@ -40,6 +42,7 @@ class CommitLog:
         self.appender = CommitLogAppender(self._roll, self.file_size, config.store_host,
                                           config.max_message_size, config.topic_validation)
         self.disk_guard = None          # set by the store (DiskGuard) for writers
+        self.damage = DamageLedger()    # holes fenced, damage met by reads
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -99,21 +102,14 @@ class CommitLog:
         return self._walk_and_cut(max(0, len(files) - 3), check_crc)
 
     def _walk_and_cut(self, index: int, check_crc: bool) -> int:
-        """Walk whole records from segment ``index``, crossing segments at end-of-file
-        blanks, to the first position that holds no whole record; cut the log there and
-        return that offset."""
+        """Walk records from segment ``index`` (``log_walk.walk``: holes are fenced and
+        the walk goes on after them), cut the log where nothing valid follows, keeping the
+        cut bytes aside, and return that offset."""
         mfq = self.mapped_file_queue
         files = mfq.mapped_files
-        process = files[index].file_from_offset
-        while index < len(files):
-            mf = files[index]
-            pos, _count, blank = record.scan_segment(mf, 0, self._scan_end(mf), check_crc)
-            if blank:
-                process = mf.file_from_offset + self.file_size
-                index += 1
-                continue
-            process = mf.file_from_offset + pos
-            break
+        process, seg, pos = log_walk.walk(files, index, check_crc, self._scan_end, self.damage, "recovery")
+        if files:
+            log_walk.keep_torn_tail(files, seg, pos, self._scan_end, self.damage)
         mfq.flushed_where = process
         mfq.truncate_dirty_files(process)
         self.appender.set_current(mfq.get_last_mapped_file())
@@ -121,19 +117,52 @@ class CommitLog:
 
     def follow(self) -> int:
         """Read-only stores: find how far another process has written, and return the max
-        offset. Whole records past the end of the segment being written are taken in; a
-        segment closed by its end-of-file blank leads to the next one. Segments the writer
-        only pre-allocated are not looked at until it moves into them."""
+        offset. Records past the end of the segment being written are taken in (holes the
+        writer's recovery fenced are stepped over, see ``_follow_segment``); a segment
+        closed by its end-of-file blank leads to the next one. Segments the writer only
+        pre-allocated are not looked at until it moves into them."""
         mfq = self.mapped_file_queue
         while True:
             for mf in mfq.mapped_files:
                 if not mf.is_full():
-                    pos, _count, blank = record.scan_segment(mf, mf.wrote_position, self.file_size, False)
+                    pos, blank = self._follow_segment(mf, mf.wrote_position)
                     mf.wrote_position = self.file_size if blank else pos
                     if not blank:
                         return mfq.get_max_offset()
             if mfq.follow(limit=1) == 0:
                 return mfq.get_max_offset()
+
+    def _follow_segment(self, mf: MappedFile, start: int) -> tuple[int, bool]:
+        """Walk accepted records of ``mf`` from ``start``, stepping over holes: bytes that
+        are not a record but are followed by a valid one (magic, size, position and CRC
+        all agree; the writer appends in order, so a valid record after them means they
+        will never become one). Returns (position, reached the end-of-file blank)."""
+        pos = start
+        while True:
+            pos, _count, blank = record.scan_segment(mf, pos, self.file_size, False)
+            if blank or pos >= self.file_size:
+                return self.file_size, True
+            moved_on = self._writer_moved_on(mf)
+            if mf.read(pos, 8) == bytes(8) and not moved_on:
+                return pos, False               # the end of what is written so far
+            q = record.next_record(mf, pos + 1, self.file_size)
+            if q < 0:
+                if not moved_on:
+                    return pos, False
+                q = self.file_size              # damage ran to the segment's end
+            self.damage.add_hole(mf.file_from_offset + pos, mf.file_from_offset + q, "follower")
+            if q >= self.file_size:
+                return self.file_size, True
+            pos = q
+
+    def _writer_moved_on(self, mf: MappedFile) -> bool:
+        """Whether the next segment holds data (the writer left ``mf`` behind)."""
+        path = os.path.join(self.mapped_file_queue.store_path, f"{mf.file_from_offset + self.file_size:020d}")
+        try:
+            with open(path, "rb") as f:
+                return f.read(8) != bytes(8)
+        except OSError:
+            return False
 
     def load_read_only(self) -> None:
         """Map the segments for reading; segments before the third-last are taken as full
@@ -144,7 +173,7 @@ class CommitLog:
         for mf in files[max(0, len(files) - 3):]:
             mf.set_positions(0)
         for mf in files[max(0, len(files) - 3):]:
-            pos, _count, blank = record.scan_segment(mf, 0, self.file_size, False)
+            pos, blank = self._follow_segment(mf, 0)
             mf.wrote_position = self.file_size if blank else pos
             if not blank:
                 mfq.keep_through(mf)
@@ -218,13 +247,21 @@ class CommitLog:
         return offset + self.file_size - offset % self.file_size
 
     def look_message_by_offset(self, offset: int):
-        """The ``MessageExt`` at ``offset``, or None when no record starts there."""
+        """The ``MessageExt`` at ``offset``, or None when no record passing the acceptance
+        rule starts there (a record whose body fails its CRC is reported and not returned)."""
         if offset < 0:
             return None
         mf = self.mapped_file_queue.find_mapped_file_by_offset(offset, offset == 0)
         if mf is None or offset < mf.file_from_offset:
             return None
-        return record.read_message(mf, offset - mf.file_from_offset)
+        pos = offset - mf.file_from_offset
+        if record.accept_record(mf, pos, -1, False) <= 0:
+            return None                        # no record starts there (or not one that passes)
+        try:
+            return record.read_message(mf, pos, self.config.check_crc_on_read)
+        except CorruptRecordError:
+            self.damage.crc_error(offset)      # altered: never returned
+            return None
 
     def get_message_bytes(self, offset: int) -> Optional[bytes]:
         """The raw bytes of the record at ``offset`` (RocketMQ's selectOneMessageByOffset)."""

@@ -24,6 +24,7 @@ from pymq.errors import CorruptStoreError, SegmentSizeError
 from pymq.status import BoundaryType
 
 from .mapped_file_queue import MappedFileQueue
+from .queue_repair import LOST_SIZE, fill_gap
 
 log = logging.getLogger("pymq")
 
@@ -180,6 +181,11 @@ class ConsumeQueue:
         if self.load_error:
             return self.get_max_offset_in_queue()
         mfq.follow()
+        # an entry whose record this follower has not scanned yet is "not yet": the queue
+        # ends before it until the log is followed that far (an offset far beyond is
+        # damage, left to the reader to report)
+        log_end = self.commit_log.get_max_offset()
+        horizon = log_end + 2 * self.commit_log.file_size
         for mf in mfq.mapped_files:
             if mf.is_full():
                 continue
@@ -187,6 +193,8 @@ class ConsumeQueue:
             while pos + CQ_STORE_UNIT_SIZE <= self.file_size:
                 unit = read_unit_raw(mf, pos)
                 if unit[0] < 0 or unit[1] <= 0:
+                    break
+                if unit[1] != LOST_SIZE and log_end < unit[0] + unit[1] and unit[0] < horizon:
                     break
                 pos += CQ_STORE_UNIT_SIZE
             mf.wrote_position = pos
@@ -208,34 +216,6 @@ class ConsumeQueue:
             while pos + CQ_STORE_UNIT_SIZE <= first.wrote_position and read_unit_raw(first, pos)[1] == 0x7FFFFFFF:
                 pos += CQ_STORE_UNIT_SIZE
             self.min_logic_offset = first.file_from_offset + pos if pos else 0
-
-    def truncate_dirty_logic_files(self, phy_offset: int) -> None:
-        """Drop entries pointing at or past ``phy_offset`` (``truncateDirtyLogicFiles``)."""
-        with self._lock:
-            mfq = self.mapped_file_queue
-            max_phy = -1
-            while mfq.mapped_files:
-                mf = mfq.mapped_files[-1]
-                first = read_unit(mf, 0)
-                if first is not None and first[0] >= phy_offset and first[1] != 0x7FFFFFFF:
-                    mf.destroy()
-                    mfq.mapped_files = mfq.mapped_files[:-1]
-                    continue
-                pos = 0
-                while pos + CQ_STORE_UNIT_SIZE <= mf.wrote_position:
-                    unit = read_unit(mf, pos)
-                    if unit[1] == 0x7FFFFFFF:           # pre-filled blank
-                        pos += CQ_STORE_UNIT_SIZE
-                        continue
-                    if unit[0] < 0 or unit[1] <= 0 or unit[0] >= phy_offset:
-                        break
-                    max_phy = unit[0] + unit[1]
-                    pos += CQ_STORE_UNIT_SIZE
-                mf.set_positions(pos)
-                mf.zero_range(pos)          # cut entries must not come back at the next open
-                break
-            mfq.flushed_where = min(mfq.flushed_where, mfq.get_max_offset())
-            self.appender.set_state(mfq.get_last_mapped_file(), max_phy)
 
     # -- appending ---------------------------------------------------------------------------
 
@@ -263,8 +243,12 @@ class ConsumeQueue:
                 if expect < current:
                     return True          # already there
                 if expect != current:
-                    log.warning("[BUG] consume queue %s-%d: entry %d appended at %d, expected %d",
-                                self.topic, self.queue_id, cq_offset, current // 20, cq_offset)
+                    # the records of the offsets between were lost to damage: mark them
+                    if not fill_gap(self, expect):
+                        return False
+                    mf = mfq.get_last_mapped_file(expect, need_create=True)
+                    if mf is None:
+                        return False
             if not mf.append_message(_UNIT.pack(offset, size, tags_code)):
                 return False
             self.appender.note_put(mf, offset + size)

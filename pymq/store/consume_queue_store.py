@@ -11,6 +11,7 @@ from typing import Optional
 from pymq.config import StoreConfig
 
 from .consume_queue import ConsumeQueue
+from .queue_repair import mark_lost_past
 
 
 class ConsumeQueueStore:
@@ -159,10 +160,15 @@ class ConsumeQueueStore:
                 refill_from = end if refill_from < 0 else min(refill_from, end)
         return refill_from
 
-    def truncate_dirty(self, phy_offset: int) -> None:
+    def truncate_dirty(self, phy_offset: int) -> int:
+        """The log was cut at ``phy_offset``: entries of records at or past it become lost
+        markers (``queue_repair.mark_lost_past``; RocketMQ cuts them, which would hand
+        their queue offsets out again). Returns how many entries were marked."""
+        marked = 0
         for cq in self.queues():
-            if cq.max_physic_offset > phy_offset or cq.get_last_offset() > phy_offset:
-                cq.truncate_dirty_logic_files(phy_offset)
+            if cq.max_physic_offset > phy_offset:
+                marked += mark_lost_past(cq, phy_offset)
+        return marked
 
     def destroy_all(self) -> None:
         for cq in self.queues():

@@ -13,6 +13,7 @@ from pymq._core.cq_unit import store_timestamp_at
 from pymq._core.reader import QueueReader
 from pymq.config import StoreConfig
 from pymq.filter import parse_tag_expression
+from pymq.store.queue_repair import rebuild_from
 from pymq.store.arguments import check_queue_id
 
 
@@ -36,8 +37,23 @@ class MessageReader:
             parse_tag_expression, self.memory_window,
             config.max_transfer_count_on_message_in_memory, config.max_transfer_bytes_on_message_in_memory,
             config.max_transfer_count_on_message_in_disk, config.max_transfer_bytes_on_message_in_disk)
-        self.get_message = self.queue_reader.get_message
-        self.get_offset_in_queue_by_time = self.queue_reader.get_offset_in_queue_by_time
+        qr = self.queue_reader
+        qr.check_crc = config.check_crc_on_read
+        qr.follower = consume_queues.read_only      # entries past the scanned log are "not yet"
+        qr.damage = commit_log.damage
+        self.get_message = qr.get_message
+        self.get_offset_in_queue_by_time = qr.get_offset_in_queue_by_time
+
+    def enable_repair(self, reput_service) -> None:
+        """Writers: a pull that meets a queue entry not describing its record has the queue
+        rebuilt from there (``queue_repair.rebuild_from``) and reads on, instead of
+        skipping the message."""
+        def repair(topic: str, queue_id: int, index: int) -> bool:
+            cq = self.consume_queues.find_consume_queue(topic, queue_id, create=False)
+            if cq is None:
+                return False
+            return rebuild_from(cq, index, reput_service, self.commit_log.get_min_offset())
+        self.queue_reader.repair = repair
 
     def forget(self) -> None:
         """Drop cached queue handles (queues were deleted or dropped)."""

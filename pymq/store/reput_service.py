@@ -5,10 +5,12 @@ the commit log's readable end it parses each record and feeds the dispatchers (c
 queue, index). pymq parses and appends in C (``pymq._core.dispatch``); this thread only
 walks segments, handles the end-of-file blanks and wakes readers waiting for new messages.
 
-A record that fails validation is handled as RocketMQ's master does: logged, counted in
-``errors``, and the rest of the readable data in that segment is skipped, so one damaged
-record cannot stop the queues forever. Recovery (which cuts a damaged tail) runs before
-the service starts, so in normal operation this never happens.
+A record that fails the acceptance rule (``record.record_at``) is a hole: the dispatcher
+steps over it to the next valid record (``record.next_record``), records the hole in the
+commit log's ``DamageLedger`` and counts it in ``errors``; the records after it are
+dispatched with their own queue offsets (the queue marks the offsets in between lost).
+Recovery fences the holes it finds before the service starts, so in normal operation this
+only runs on replays through them.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import threading
 import time
 from typing import Callable, Optional
 
+from pymq._core import record
 from pymq._core.dispatch import CqRouter, dispatch_segment
 
 from .service_thread import ServiceThread
@@ -83,10 +86,13 @@ class ReputMessageService(ServiceThread):
             if state == "blank":
                 self.reput_from_offset = cl.roll_next_file(mf.file_from_offset)
             elif state == "corrupt":
+                # damage: step over it to the next valid record (a hole, fenced); at the end
+                # of the data written so far, wait for more
+                resume = self._resync(mf, pos, end)
+                if resume is None:
+                    break
                 self.errors += 1
-                log.error("dispatch: no whole record at commit-log offset %d; skipping %d bytes",
-                          self.reput_from_offset, end - pos)
-                self.reput_from_offset = mf.file_from_offset + end
+                self.reput_from_offset = resume
             elif pos < end:
                 break
         arrived = self.router.arrived
@@ -95,6 +101,22 @@ class ReputMessageService(ServiceThread):
             if self.on_arrived is not None:
                 self.on_arrived(arrived)
         return total
+
+    def _resync(self, mf, pos: int, end: int):
+        """After the bytes at ``pos`` of ``mf`` failed the acceptance rule: the offset of
+        the next valid record in ``[pos + 1, end)``, or the next segment's start when this
+        one is closed; the stretch between is recorded as a hole. None when nothing valid
+        follows yet (the writer's tail)."""
+        cl = self.commit_log
+        q = record.next_record(mf, pos + 1, end)
+        if q >= 0:
+            resume = mf.file_from_offset + q
+        elif mf is not cl.mapped_file_queue.get_last_mapped_file():
+            resume = cl.roll_next_file(mf.file_from_offset)
+        else:
+            return None
+        cl.damage.add_hole(mf.file_from_offset + pos, resume, "dispatch")
+        return resume
 
     def run_once(self) -> None:
         if self.do_reput():
