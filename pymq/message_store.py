@@ -154,6 +154,8 @@ class MessageStore:
         self.timer_service = TimerMessageService(root, cfg, self.consume_queues, self.commit_log, put)
         self.schedule_service.stale = self.timer_service.stale = self.topic_deletions.is_stale
         self.notifier = MessageArrivingNotifier()
+        self.timer_service.disk_guard = self.disk_guard
+        self.timer_service.gate_puts(self.commit_log.appender)     # no timer put without the wheel
         self.router = CqRouter(self.consume_queues.appender_for, cfg.delay_levels_ms())
         if cfg.message_index_enable:
             self.router.index_builder = self.index_service.builder

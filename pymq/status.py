@@ -7,7 +7,15 @@ import enum
 
 
 class PutMessageStatus(enum.IntEnum):
-    """Outcome of ``put_message`` / ``put_messages`` (RocketMQ 4.9.x names)."""
+    """Outcome of ``put_message`` / ``put_messages`` (RocketMQ 4.9.x names, then 5.x's
+    timer statuses in 5.x's order; RocketMQ 5's statuses pymq never returns are left out).
+
+    ``WHEEL_TIMER_NOT_ENABLE``: a timer message (``deliver_time_ms``, TIMER_* properties,
+    a recall's delete mark) while the timer wheel or the timer log cannot be created or
+    opened (a full disk): it is refused instead of being stored where nothing would
+    deliver it; the result's ``error`` says why. Timer puts resume by themselves once
+    the files can be created. Delay levels do not use the wheel and are not refused.
+    """
 
     PUT_OK = 0
     FLUSH_DISK_TIMEOUT = 1
@@ -21,6 +29,7 @@ class PutMessageStatus(enum.IntEnum):
     UNKNOWN_ERROR = 9
     LMQ_CONSUME_QUEUE_NUM_EXCEEDED = 10
     WHEEL_TIMER_MSG_ILLEGAL = 11
+    WHEEL_TIMER_NOT_ENABLE = 12
 
 
 class AppendMessageStatus(enum.IntEnum):

@@ -60,6 +60,7 @@ cdef object PROPERTIES_SIZE_EXCEEDED = PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
 cdef object SERVICE_NOT_AVAILABLE = PutMessageStatus.SERVICE_NOT_AVAILABLE
 cdef object CREATE_MAPEDFILE_FAILED = PutMessageStatus.CREATE_MAPEDFILE_FAILED
 cdef object WHEEL_TIMER_MSG_ILLEGAL = PutMessageStatus.WHEEL_TIMER_MSG_ILLEGAL
+cdef object WHEEL_TIMER_NOT_ENABLE = PutMessageStatus.WHEEL_TIMER_NOT_ENABLE
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"          # TopicValidator.RMQ_SYS_SCHEDULE_TOPIC
 # properties the put-time transforms set themselves
@@ -363,6 +364,11 @@ cdef class CommitLogAppender:
     cdef readonly long long put_count
     cdef public int max_delay_level
     cdef public long long timer_max_delay_ms
+    cdef bint _timers_open
+    cdef str _timers_reason
+    # called while timer puts are refused: None once the timer files can take them again
+    # (and it reopened them with set_timers_writeable), else why not
+    cdef public object timer_gate
 
     def __cinit__(self):
         if pthread_mutex_init(&self.lock, NULL) != 0:
@@ -387,6 +393,9 @@ cdef class CommitLogAppender:
         self.closed = False
         self.max_delay_level = 18
         self.timer_max_delay_ms = 259200 * 1000      # timerMaxDelaySec
+        self._timers_open = True
+        self._timers_reason = NOT_WRITEABLE
+        self.timer_gate = None
         self._init_uniq()
 
     cdef _init_uniq(self):
@@ -507,6 +516,18 @@ cdef class CommitLogAppender:
         result's ``error``; e.g. the disk guard names the disk and its usage)."""
         self._unwriteable_reason = reason if reason else NOT_WRITEABLE
         self._writeable = value
+
+    @property
+    def timers_writeable(self):
+        return self._timers_open
+
+    def set_timers_writeable(self, bint value, str reason=None):
+        """Accept timer messages (the ones the wheel delivers) or refuse them with
+        WHEEL_TIMER_NOT_ENABLE and ``reason``; other puts are not affected. While they
+        are refused, each timer put first asks ``timer_gate()`` (when set), which returns
+        None after it reopened them, or the reason to refuse."""
+        self._timers_reason = reason if reason else NOT_WRITEABLE
+        self._timers_open = value
 
     def close(self):
         """Refuse further puts; waits for a put in progress to finish."""
@@ -704,6 +725,14 @@ cdef class CommitLogAppender:
                         if deliver - now > self.timer_max_delay_ms:
                             return failed(WHEEL_TIMER_MSG_ILLEGAL,
                                           f"timer delay above {self.timer_max_delay_ms // 1000} s")
+                        if not self._timers_open:
+                            why = self.timer_gate() if self.timer_gate is not None else self._timers_reason
+                            if why is not None:
+                                return failed(WHEEL_TIMER_NOT_ENABLE, why)
+                            # the gate may have created the files (milliseconds): a relative
+                            # delay counts from now
+                            now = now_ms()
+                            deliver = self._timer_deliver_ms(msg, now)
                         if msg._properties and _has_store_set(msg._properties):
                             props.length = props.start
                             msg.write_properties_except(&props, STORE_SET_PROPERTIES)

@@ -201,7 +201,10 @@ def _timer(store, backlog: TimerBacklog) -> dict:
         cp = store.timer_service.checkpoint
     cq = store.consume_queues.find_consume_queue(TIMER_TOPIC, 0, create=False)
     pending = backlog.count(cq, cp.enqueue_offset, max(cp.second, 0), len(cp.delivered))
-    return {"pending": pending, "delivering_second": cp.second}
+    gate = None if store.read_only else store.timer_service.gate
+    return {"pending": pending, "delivering_second": cp.second,
+            "refusing": gate.reason if gate is not None else None,
+            "refused_total": gate.refused if gate is not None else 0}
 
 
 def _health(name: str, e: EpisodeLog) -> dict:

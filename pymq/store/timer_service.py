@@ -47,6 +47,7 @@ from __future__ import annotations
 import bisect
 import logging
 import os
+import threading
 import time
 from typing import Callable, Optional
 
@@ -55,68 +56,19 @@ from pymq._core.mapped_file import MappedFile
 from pymq._core.message import Message
 from pymq.errors import CorruptRecordError, CorruptStoreError, SegmentSizeError
 
-from .config_manager import ConfigManager, disk_full, log_unsaved_at_shutdown
-from .fastjson import dumps_fastjson, loads_fastjson
+from .config_manager import disk_full, log_unsaved_at_shutdown
 from .episode_log import EpisodeLog
 from .mapped_file_queue import MappedFileQueue
 from .service_thread import ServiceThread
+from .timer_checkpoint import TimerCheckpoint
 from .timer_files import MAGIC_DEFAULT, SLOT, UNIT, UNIT_SIZE, read_slot, units_end, wheel_damage, wheel_slots
+from .timer_gate import TimerGate, need_room
 
 log = logging.getLogger("pymq")
 
 TIMER_TOPIC = "rmq_sys_wheel_timer"
-_MAX_LONG = (1 << 63) - 1
 _MARK_NAME = TIMER_DEL_UNIQKEY.encode()
 _DROP_ON_DELIVERY = ("REAL_TOPIC", "REAL_QID", "TIMER_DELAY_SEC", "TIMER_DELAY_MS")
-
-
-class TimerCheckpoint(ConfigManager):
-    """``config/timerCheckpoint.json``: enqueue progress and delivery progress."""
-
-    reset_meaning = ("the timer queue taken in again from its start: timer messages still stored "
-                     "are delivered again when due")
-
-    def __init__(self, root_dir: str) -> None:
-        super().__init__()
-        self.root_dir = root_dir
-        self.enqueue_offset = 0
-        self.second = -1
-        self.delivered: set[int] = set()
-
-    def config_file_path(self) -> str:
-        return os.path.join(self.root_dir, "config", "timerCheckpoint.json")
-
-    def encode(self, pretty: bool = True) -> str:
-        with self._lock:
-            return dumps_fastjson({"enqueueOffset": self.enqueue_offset, "second": self.second,
-                                   "delivered": sorted(self.delivered)}, pretty)
-
-    def decode(self, text: str) -> None:
-        doc = loads_fastjson(text)
-        if not isinstance(doc, dict) or not isinstance(doc.get("delivered", []), list):
-            raise ValueError("not a timer checkpoint")
-        enqueue_offset = _long(doc.get("enqueueOffset", 0), "enqueueOffset", 0)
-        second = _long(doc.get("second", -1), "second", -1)      # -1: not delivering yet
-        delivered = {_long(x, "delivered offset", 0) for x in doc.get("delivered", [])}
-        with self._lock:
-            self.enqueue_offset, self.second, self.delivered = enqueue_offset, second, delivered
-            self._mark_changed()
-
-    def update(self, **fields) -> None:
-        with self._lock:
-            for k, v in fields.items():
-                setattr(self, k, v)
-            self._mark_changed()
-
-
-def _long(value, name: str, low: int) -> int:
-    """``value`` when it is an integer in [low, Java's Long.MAX_VALUE], else ``ValueError``
-    (``null``, a string, a float, a list: damage, not a reason for an open to fail)."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"not a timer checkpoint: {name} {value!r} is not an integer")
-    if not low <= value <= _MAX_LONG:
-        raise ValueError(f"not a timer checkpoint: {name} {value} is out of range")
-    return value
 
 
 def convert_message(msg, enqueue_ms: int, dequeue_ms: int) -> Message:
@@ -152,6 +104,10 @@ class TimerMessageService(ServiceThread):
         self.checkpoint = TimerCheckpoint(store_root)
         self.timer_log = MappedFileQueue(os.path.join(store_root, "timerlog"), config.timer_log_file_size)
         self.wheel: Optional[MappedFile] = None
+        self.disk_guard = None          # set by the store (DiskGuard): room for new files
+        self.gate: Optional[TimerGate] = None     # set by gate_puts: timer puts refused without files
+        self.files_errors = EpisodeLog(log, "timer wheel and log")
+        self._files_lock = threading.Lock()     # the timer thread and timer puts open the files
         self.delivered = 0
         self.recalled = 0               # messages a delete mark kept from delivery
         # (real topic, commit-log offset) -> True when the topic was deleted after the put
@@ -241,13 +197,42 @@ class TimerMessageService(ServiceThread):
 
     def _open_files(self) -> None:
         path = os.path.join(self.root, "timerwheel")
-        self.wheel = MappedFile(path, self.slots_total * SLOT.size, create=True)
-        self.wheel.set_positions(self.wheel.file_size)
-        self.timer_log.load()
+        wheel = MappedFile(path, self.slots_total * SLOT.size, create=True)
+        try:
+            self.timer_log.load()
+        except BaseException:
+            wheel.close()
+            raise
+        wheel.set_positions(wheel.file_size)
+        self.wheel = wheel
         files = self.timer_log.mapped_files
         if files:                        # units are whole or zero: find the end of the last file
             last = files[-1]
             last.set_positions(units_end(last.read, last.file_size))
+
+    def gate_puts(self, appender) -> TimerGate:
+        """Refuse the appender's timer puts while the files cannot be created or opened
+        (:mod:`pymq.store.timer_gate`)."""
+        self.gate = TimerGate(self.ensure_files, appender.set_timers_writeable, self.files_errors)
+        appender.timer_gate = self.gate.check
+        return self.gate
+
+    def ensure_files(self):
+        """Open the wheel and the log, creating what is missing, and return the timer-log
+        file the next unit goes to. Raises ``DiskFullError`` when the disk has no room
+        for a new wheel below its warning ratio (``DiskGuard.room_for``), or for a new
+        timer-log file with 1 % of it left free (``DiskGuard.fits``, as index files), and
+        ``OSError`` or ``CorruptStoreError`` when a file cannot be created or opened."""
+        with self._files_lock:
+            if self.wheel is None:
+                if not os.path.exists(os.path.join(self.root, "timerwheel")):
+                    need_room(self.disk_guard, self.slots_total * SLOT.size, "the timer wheel", True)
+                self._open_files()
+            mf = self.timer_log.get_last_mapped_file(0)
+            if mf is None or mf.is_full():
+                need_room(self.disk_guard, self.timer_log.file_size, "a timer-log file", False)
+                mf = self.timer_log.get_last_mapped_file(0, need_create=True)
+            return mf
 
     def _slot(self, second: int) -> tuple[int, int, int]:
         if self.wheel is None:
@@ -255,12 +240,10 @@ class TimerMessageService(ServiceThread):
         return read_slot(self.wheel.read, self.slots_total, second)
 
     def _enqueue_unit(self, due_ms: int, offset: int, size: int) -> None:
-        if self.wheel is None:
-            self._open_files()
+        mf = self.ensure_files()
         # a second already delivered will not be walked again: a late unit joins the current one
         second = max(due_ms // 1000, self.checkpoint.second)
         first, last, num = self._slot(second)
-        mf = self.timer_log.get_last_mapped_file(0, need_create=True)
         self._file_seconds[mf.file_from_offset] = max(self._file_seconds.get(mf.file_from_offset, -1), second)
         pos = mf.file_from_offset + mf.wrote_position
         mf.append_message(UNIT.pack(last, due_ms, offset, size, MAGIC_DEFAULT))
@@ -323,9 +306,17 @@ class TimerMessageService(ServiceThread):
                 break
             phy, size, due = unit
             if due >= self._skip_before_ms:      # a rebuild skips what was delivered already
-                self._enqueue_unit(due, phy, size)
+                try:
+                    self._enqueue_unit(due, phy, size)
+                except (OSError, CorruptStoreError) as e:   # no room for the files: the rest waits
+                    if self.gate is None:
+                        raise
+                    self.gate.failed(e)
+                    break
             offset += 1
             n += 1
+        if n and self.gate is not None:
+            self.gate.try_files()       # a file filled up: the next one now, or refuse timer puts
         if n:
             self.checkpoint.update(enqueue_offset=offset)
         return n
@@ -379,6 +370,8 @@ class TimerMessageService(ServiceThread):
         return None
 
     def run_once(self) -> None:
+        if self.gate is not None and self.gate.reason is not None:
+            self.gate.check(put=False)           # space may have returned: reopen timer puts
         self.enqueue()
         nxt = self.deliver_due()
         self._wait_s = 1.0 if nxt is None else max(0.0, (nxt - time.time() * 1000) / 1000.0)
