@@ -333,7 +333,7 @@ def test_timer_files_appear_only_once_a_timer_message_was_put(store_dir):
     try:
         assert not any(os.path.exists(os.path.join(store_dir, n)) for n in names)
         assert s.put_message(pymq.Message("T", b"timer", deliver_time_ms=now_ms() + 300)).is_ok()
-        # the timer thread creates the wheel, then the log's first file (and its directory)
+        # the first timer put creates the wheel, then the log's first file (and its directory)
         deadline = time.monotonic() + 3.0
         while time.monotonic() < deadline and not (os.path.exists(os.path.join(store_dir, "timerwheel"))
                                                    and os.path.isdir(os.path.join(store_dir, "timerlog"))):
