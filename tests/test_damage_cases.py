@@ -1,18 +1,41 @@
-"""Named damage cases (issue 6; STORE_SPEC 8.3): what opening a damaged store does.
+"""Named damage cases (issue 6, reshaped by issue 22; STORE_SPEC 8.3): what opening a
+damaged store does.
 
 Each case damages a small, cleanly shut down store (150 messages of topic ``T``, bodies
 ``body-0000``.., keys ``k0000``.., alternating between queues 0 and 1, three commit-log
 segments' worth of 8 KiB) in one named way and asserts one of the two acceptable outcomes:
 
-* opening succeeds with the damage cut away, and what remains is consistent
-  (``assert_recovered``): the max physical offset and the queue maxima are where the cut
-  says; every kept message is readable at its offset and by queue, every dropped one is
-  gone (offset, queue and index); the log, walked independently up to its end, holds
-  exactly the kept records; every consume-queue entry (read from the files) points at its
-  record; ``StoreChecker`` finds nothing; a new put into each queue gets the next queue
-  offset and is found by pull and by key; and a clean reopen afterwards shows the same
-  store (nothing cut comes back);
+* opening succeeds, and the store keeps every record it can and says what it lost
+  (``assert_recovered``), by issue 22's rules:
+
+  - **damage is fenced, not cut**: a bad stretch of the log followed by a valid record is
+    a *hole*, kept on disk byte for byte, listed in ``store.open_report`` and
+    ``stats()["damage"]["holes"]``; every record after it is kept and readable at its
+    offset with its original queue offset. Only a tail with nothing valid after it is cut,
+    and its non-zero bytes are first copied to ``<store>/corrupt/commitlog-<offset>-<ms>``;
+  - **a queue offset is never handed out twice**: the queue entries of records lost to the
+    cut (or in a hole) are not removed. An entry of a record lost to the cut is a *lost
+    marker* ``(0, 0x7FFFFFFF, 0)``; one of a record in a hole is a lost marker or still
+    names the fenced record. Either way the queue's max offset counts it, and a new put
+    into the queue gets the next offset after every acknowledged one;
+  - **a damaged record is never returned**: ``look_message_by_offset``, pulls and
+    ``query_message`` never return a dropped or fenced record (nor a body failing its
+    CRC). A pull steps over the entry and reports it (``GetMessageResult.damaged``,
+    ``stats()["damage"]``), so a page may come back empty with ``next_begin_offset`` past
+    the entry; pulling a queue from 0 to its max returns exactly its kept messages;
+  - the max physical offset is the end of the kept records; the log, walked independently
+    (``rocketmq_decoder`` plus body CRC and PHYSICALOFFSET, stepping over the expected
+    holes only), holds exactly the kept records up to it; every entry of a kept record
+    points at it; the index finds every kept key and no dropped one; ``StoreChecker``
+    reports nothing but the expected holes (the store lost acknowledged records, so its
+    report need not be ``ok``, but any other problem is a finding); a new put into each
+    queue is found by pull and by key; and a clean reopen afterwards shows the same store
+    (nothing dropped comes back, no offset moves);
+
 * or it raises a ``pymq.PymqError`` subclass naming the damaged file.
+
+A queue entry that does not describe its record is rebuilt from the log: at the open
+after a crash (the replay), and by the next pull of a writer after a clean exit.
 
 ``assert_recovered`` collects every divergence before failing, so one failing case reports
 all it found. The corruption model of RocketMQ's ``DefaultMessageStoreTest.testRecover``
@@ -22,12 +45,15 @@ all it found. The corruption model of RocketMQ's ``DefaultMessageStoreTest.testR
 from __future__ import annotations
 
 import dataclasses
+import glob
 import os
 import random
+import shutil
 import struct
 import subprocess
 import sys
 import time
+import zlib
 
 import pytest
 import rocketmq_decoder as rd
@@ -46,6 +72,7 @@ SEG = 8 * 1024
 CQ_ENTRIES = 16
 SLOTS, ENTRIES = 16, 512
 INT_MAX = (1 << 31) - 1
+LOST = (0, INT_MAX, 0)              # a lost marker: the entry of a record lost to damage
 
 
 def cfg(**kw) -> pymq.StoreConfig:
@@ -86,26 +113,35 @@ def build(root: str, n: int = N, config: pymq.StoreConfig | None = None) -> list
 # -- independent views of the files ----------------------------------------------------------
 
 
-def log_walk(root: str, end: int) -> tuple[list[dict], int]:
+def log_walk(root: str, end: int, holes=()) -> tuple[list[dict], int]:
     """Records of the commit log up to ``end``, decoded with ``rocketmq_decoder`` (blanks
-    crossed), and the offset where the walk stopped."""
-    recs, reach = [], 0
+    crossed) and accepted only with their body CRC and PHYSICALOFFSET right, stepping over
+    the expected ``holes`` (``[start, end)``) only; and the offset where the walk stopped."""
+    hole_end = dict(holes)
+    recs, reach, skip_to = [], 0, 0
     for start, path in rd.segment_files(os.path.join(root, "commitlog")):
         if start >= end:
             break
         with open(path, "rb") as f:
             data = f.read()
         limit = min(len(data), end - start)
-        buf, pos = data[:limit], 0
+        buf, pos = data[:limit], max(0, skip_to - start)
         while pos < limit:
+            at = start + pos
+            if at in hole_end:
+                skip_to = hole_end[at]
+                pos = min(skip_to - start, len(data))
+                continue
             try:
                 rec = rd.decode_record(buf, pos)
             except rd.DecodeError:
-                return recs, start + pos
+                return recs, at
             if rec["blank"]:
                 pos = len(data)
                 break
-            rec["offset"] = start + pos
+            if rec["physical_offset"] != at or zlib.crc32(rec["body"]) & 0x7FFFFFFF != rec["body_crc"]:
+                return recs, at
+            rec["offset"] = at
             recs.append(rec)
             pos += rec["total_size"]
         reach = start + pos
@@ -129,11 +165,52 @@ def cq_units(root: str, topic: str, queue_id: int, count: int) -> list[tuple]:
     return out
 
 
+def log_bytes(root: str, start: int, end: int) -> bytes:
+    """Bytes ``[start, end)`` of the commit log, read from the segment files (within one)."""
+    seg = start // SEG * SEG
+    path = os.path.join(root, "commitlog", f"{seg:020d}")
+    if not os.path.exists(path):
+        return b""
+    with open(path, "rb") as f:
+        f.seek(start - seg)
+        return f.read(end - start)
+
+
+def tail_after(root: str, offset: int) -> bytes:
+    """The non-zero bytes after commit-log ``offset`` in its segment (up to the last
+    non-zero one): what a cut there must keep under ``corrupt/``."""
+    return log_bytes(root, offset, offset // SEG * SEG + SEG).rstrip(b"\0")
+
+
+def corrupt_files(root: str) -> list[str]:
+    return sorted(glob.glob(os.path.join(root, "corrupt", "commitlog-*")))
+
+
 def wait_dispatched(store, timeout: float = 5.0) -> None:
     deadline = time.monotonic() + timeout
     while store.dispatch_behind_bytes():
         assert time.monotonic() < deadline, "the dispatcher did not catch up"
         time.sleep(0.002)
+
+
+def pull_all(store, queue_id: int, start: int, stop: int, page: int = 32) -> tuple[list, int, list[str]]:
+    """Pull ``queue_id`` from ``start`` until ``next_begin_offset`` reaches ``stop``:
+    (messages, entries the pulls reported damaged, what went wrong). An empty page is
+    accepted only when it reports damaged entries and moves past them."""
+    messages, damaged, wrong, off = [], 0, [], start
+    while off < stop:
+        g = store.get_message("g", TOPIC, queue_id, off, page)
+        damaged += g.damaged
+        if not g.messages and not (g.damaged > 0 and g.next_begin_offset > off):
+            wrong.append(f"pull of queue {queue_id} at {off}: {g.status.name}, next {g.next_begin_offset}, "
+                         f"damaged {g.damaged}")
+            break
+        if g.next_begin_offset <= off:
+            wrong.append(f"pull of queue {queue_id} at {off}: next_begin_offset {g.next_begin_offset} does not move")
+            break
+        messages += g.messages
+        off = g.next_begin_offset
+    return messages, damaged, wrong
 
 
 # -- the consistency oracle -------------------------------------------------------------------
@@ -155,72 +232,171 @@ class Findings:
         assert not self.items, f"{self.ctx}:\n  - " + "\n  - ".join(self.items)
 
 
+def in_holes(w: Written, holes) -> bool:
+    return any(s <= w.offset < e for s, e in holes)
+
+
+def queue_maxima(acknowledged: list[Written]) -> dict[int, int]:
+    """Each queue's max offset: one past its highest acknowledged queue offset (lost ones
+    count: their offsets are never handed out again)."""
+    return {q: 1 + max((w.queue_offset for w in acknowledged if w.queue_id == q), default=-1)
+            for q in range(QUEUES)}
+
+
 def _check_view(f: Findings, store, root: str, kept: list[Written], dropped: list[Written], end: int,
-                stage: str) -> None:
-    """The store's view and the files agree with ``kept`` (and nothing of ``dropped``)."""
+                stage: str, holes=(), first_open: bool = False) -> None:
+    """The store's view and the files agree with ``kept`` (each at its original offsets),
+    and nothing of ``dropped`` is returned; ``holes`` are the fenced stretches of the log.
+    ``first_open``: the open that met the damage (it lists the holes it fenced)."""
+    holes = list(holes)
+    maxima = queue_maxima(kept + dropped)
     f.expect(store.get_max_phy_offset() == end,
              f"{stage}: max physical offset {store.get_max_phy_offset()}, expected {end}")
     for w in kept:
         m = store.look_message_by_offset(w.offset)
-        if not f.expect(m is not None and m.body == w.body, f"{stage}: kept message {w.key} at {w.offset} unreadable"):
+        if not f.expect(m is not None and (m.body, m.queue_id, m.queue_offset) == (w.body, w.queue_id, w.queue_offset),
+                        f"{stage}: kept message {w.key} at {w.offset} unreadable or altered: "
+                        f"{None if m is None else (m.body, m.queue_id, m.queue_offset)}"):
             break
+    kept_at = {w.offset for w in kept}
     for w in dropped:
-        if w.offset >= end:
-            f.expect(store.look_message_by_offset(w.offset) is None,
-                     f"{stage}: dropped message {w.key} still readable at {w.offset}")
-    recs, reach = log_walk(root, end)
-    f.expect(reach == end, f"{stage}: the log's whole records end at {reach}, the store says {end}")
+        if w.offset in kept_at:
+            continue                     # a new record was written where the cut one began
+        m = store.look_message_by_offset(w.offset)
+        f.expect(m is None, f"{stage}: dropped message {w.key} at {w.offset} returned by look_message_by_offset: "
+                            f"{None if m is None else m.body}")
+    recs, reach = log_walk(root, end, holes)
+    f.expect(reach == end, f"{stage}: the log's whole records (holes {holes} stepped over) end at {reach}, "
+                           f"the store says {end}")
     f.expect([r["offset"] for r in recs] == [w.offset for w in kept],
-             f"{stage}: the log up to {end} holds {len(recs)} records, expected the {len(kept)} kept")
+             f"{stage}: the log up to {end} holds {len(recs)} valid records, expected the {len(kept)} kept")
+    lost_markers = total_damaged = 0
     for q in range(QUEUES):
-        mine = [w for w in kept if w.queue_id == q]
-        f.expect(store.get_max_offset_in_queue(TOPIC, q) == len(mine),
-                 f"{stage}: queue {q} max offset {store.get_max_offset_in_queue(TOPIC, q)}, expected {len(mine)}")
-        f.expect([w.queue_offset for w in mine] == list(range(len(mine))),
-                 f"{stage}: queue {q}: the messages' queue offsets are not 0..{len(mine) - 1}")
-        units = cq_units(root, TOPIC, q, len(mine))
-        bad = [i for i, (u, w) in enumerate(zip(units, mine)) if u is None or u[:2] != (w.offset, w.size)]
+        mine = sorted((w for w in kept if w.queue_id == q), key=lambda w: w.queue_offset)
+        gone = [w for w in dropped if w.queue_id == q]
+        f.expect(store.get_max_offset_in_queue(TOPIC, q) == maxima[q],
+                 f"{stage}: queue {q} max offset {store.get_max_offset_in_queue(TOPIC, q)}, expected {maxima[q]} "
+                 f"(one past every acknowledged offset, lost ones included)")
+        given = sorted(w.queue_offset for w in mine + gone)
+        f.expect(given == list(range(maxima[q])),
+                 f"{stage}: queue {q}: the acknowledged queue offsets are not 0..{maxima[q] - 1} each once "
+                 f"(an offset handed out twice or skipped)")
+        units = cq_units(root, TOPIC, q, maxima[q])
+        bad = [w.queue_offset for w in mine if units[w.queue_offset] is None
+               or units[w.queue_offset][:2] != (w.offset, w.size)]
         f.expect(not bad, f"{stage}: queue {q} entries {bad[:5]} do not point at their records")
-        pulled, off = [], 0
-        while off < len(mine):
-            g = store.get_message("g", TOPIC, q, off, 32)
-            if not f.expect(g.messages, f"{stage}: pull of queue {q} at {off}: {g.status.name}"):
-                break
-            pulled += [(m.queue_offset, m.commitlog_offset) for m in g.messages]
-            off = g.next_begin_offset
-        want = [(w.queue_offset, w.offset) for w in mine]
-        if pulled != want:
-            diff = next((i for i, (a, b) in enumerate(zip(pulled, want)) if a != b), min(len(pulled), len(want)))
-            f.expect(False, f"{stage}: pulling queue {q} gives {len(pulled)} messages, expected {len(want)}; "
-                            f"they differ from position {diff}")
-    lost = [w.key for w in kept if [m.commitlog_offset for m in store.query_message(TOPIC, w.key)] != [w.offset]]
-    f.expect(not lost, f"{stage}: the index does not find kept keys {lost[:5]}")
-    found = [w.key for w in dropped if store.query_message(TOPIC, w.key)]
-    f.expect(not found, f"{stage}: the index still finds dropped keys {found[:5]}")
+        not_lost = [(w.queue_offset, units[w.queue_offset]) for w in gone
+                    if units[w.queue_offset] != LOST
+                    and not (in_holes(w, holes) and units[w.queue_offset] is not None
+                             and units[w.queue_offset][:2] == (w.offset, w.size))]
+        f.expect(not not_lost, f"{stage}: queue {q}: entries of dropped records are not lost markers: {not_lost[:5]}")
+        lost_markers += sum(1 for w in gone if units[w.queue_offset] == LOST)
+        pulled, damaged, wrong = pull_all(store, q, 0, maxima[q])
+        total_damaged += damaged
+        for what in wrong:
+            f.expect(False, f"{stage}: {what}")
+        got = [(m.topic, m.queue_id, m.queue_offset, m.commitlog_offset, m.body) for m in pulled]
+        want = [(TOPIC, q, w.queue_offset, w.offset, w.body) for w in mine]
+        if got != want:
+            diff = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+            f.expect(False, f"{stage}: pulling queue {q} gives {len(got)} messages, expected {len(want)}; "
+                            f"they differ from position {diff}: {got[diff:diff + 1]} != {want[diff:diff + 1]}")
+        f.expect(damaged == len(gone), f"{stage}: pulling queue {q} reported {damaged} damaged entries, "
+                                       f"expected {len(gone)} (its dropped records)")
+    found = [w.key for w in kept if [m.commitlog_offset for m in store.query_message(TOPIC, w.key)] != [w.offset]]
+    f.expect(not found, f"{stage}: the index does not find kept keys {found[:5]}")
+    found = [(w.key, w.offset, [m.body for m in store.query_message(TOPIC, w.key)]) for w in dropped
+             if store.query_message(TOPIC, w.key)]
+    f.expect(not found, f"{stage}: query_message still returns dropped (cut or fenced) records {found[:5]}")
+    # what the store says about the damage
+    damage = store.stats()["damage"]
+    listed = [(h["start"], h["end"]) for h in damage["holes"]]
+    if first_open:
+        f.expect(listed == holes, f"{stage}: stats() lists holes {listed}, expected {holes}")
+        for s, e in holes:
+            f.expect(any(str(s) in line and str(e) in line for line in store.open_report),
+                     f"{stage}: open_report does not list the hole [{s}, {e}): {store.open_report}")
+    else:
+        f.expect(set(listed) <= set(holes), f"{stage}: stats() lists holes {listed}, only {holes} are damage")
+    f.expect(damage["lost_entries"] >= lost_markers,
+             f"{stage}: stats() counts {damage['lost_entries']} lost entries, the pulls skipped {lost_markers} markers")
+    f.expect(damage["lost_entries"] + damage["crc_errors"] + damage["bad_entries"] >= total_damaged,
+             f"{stage}: stats() counts less damage than the pulls reported ({total_damaged}): {damage}")
+    if not dropped and not holes:
+        f.expect((damage["lost_entries"], damage["crc_errors"], damage["bad_entries"]) == (0, 0, 0),
+                 f"{stage}: no record was lost, stats() reports damage {damage}")
+
+
+def check_report(f: Findings, root: str, config: pymq.StoreConfig, holes, stage: str,
+                 dropped: list[Written] = (), torn_at: int | None = None) -> None:
+    """``StoreChecker`` reports every expected hole and no problem other than the expected
+    damage: the holes, the records lost to them or to a cut tail (``dropped``; lost markers
+    of their queues), the torn tail cut at ``torn_at``. The store lost acknowledged
+    records, so the report need not be ``ok``; any other problem is a finding."""
+    report = StoreChecker(root, config).run()
+    problems = [(p.kind, p.where, p.detail) for p in report.problems]
+    lost_queues = {f"{TOPIC}/{w.queue_id}" for w in dropped}
+
+    def expected(p: tuple) -> bool:
+        kind, where, detail = p
+        if kind == "commitlog" and any(str(s) in detail for s, _e in holes):
+            return True                  # a hole
+        if kind == "commitlog" and torn_at is not None and "torn" in detail and str(torn_at) in detail:
+            return True                  # the tail the open cut (kept under corrupt/)
+        return bool(dropped) and "lost" in detail.lower() and (kind == "commitlog" or where in lost_queues)
+
+    other = [p for p in problems if not expected(p)]
+    f.expect(not other, f"{stage}: StoreChecker reports problems other than the expected damage "
+                        f"(holes {list(holes)}, {len(dropped)} records lost): {other[:4]}")
+    for s, e in holes:
+        f.expect(any(p[0] == "commitlog" and str(s) in p[2] for p in problems),
+                 f"{stage}: StoreChecker does not report the hole [{s}, {e}): {problems[:4]}")
 
 
 def assert_recovered(root: str, kept: list[Written], dropped: list[Written], *, ctx: str,
-                     config: pymq.StoreConfig | None = None, end: int | None = None) -> list[Written]:
-    """Open the damaged store and check that the damage was cut away and the rest is whole
-    (see the module docstring). Returns what the store holds at the end (kept + new)."""
+                     config: pymq.StoreConfig | None = None, end: int | None = None, holes=()) -> list[Written]:
+    """Open the damaged store and check that the damage was fenced (``holes``) or, at the
+    tail, cut with its bytes kept under ``corrupt/``, and the rest is whole (see the module
+    docstring). ``dropped``: the acknowledged records the damage took (in a hole or cut).
+    Returns what the store holds at the end (kept + new)."""
     config = config or cfg()
+    holes = list(holes)
     f = Findings(ctx)
     if end is None:
-        end = dropped[0].offset if dropped else kept[-1].end
+        cut = [w for w in dropped if not in_holes(w, holes)]
+        end = cut[0].offset if cut else kept[-1].end
+    torn = tail_after(root, end)              # what a cut at ``end`` must keep aside
+    hole_bytes = {h: log_bytes(root, *h) for h in holes}
+    before_corrupt = corrupt_files(root)
+    maxima = queue_maxima(kept + dropped)
     store = pymq.MessageStore(root, config)
     try:
-        _check_view(f, store, root, kept, dropped, end, "after recovery")
-        report = StoreChecker(root, config).run()
-        f.expect(report.ok, f"after recovery: StoreChecker reports {[(p.where, p.detail) for p in report.problems][:4]}")
-        # writing continues where the queues end
+        _check_view(f, store, root, kept, dropped, end, "after recovery", holes, first_open=True)
+        tails = store.stats()["damage"]["torn_tails"]
+        kept_as = [p for p in corrupt_files(root) if p not in before_corrupt]
+        if torn:
+            f.expect(any(t["offset"] == end and t["kept_as"] for t in tails),
+                     f"after recovery: stats() lists torn tails {tails}, expected one cut at {end}")
+            f.expect(any("torn tail" in line and str(end) in line for line in store.open_report),
+                     f"after recovery: open_report does not list the torn tail cut at {end}: {store.open_report}")
+            named = [p for p in kept_as if os.path.basename(p).startswith(f"commitlog-{end:020d}-")]
+            if f.expect(len(named) == 1, f"after recovery: the {len(torn)} cut bytes at {end} are not kept under "
+                                         f"corrupt/ ({kept_as})"):
+                with open(named[0], "rb") as fh:
+                    f.expect(fh.read() == torn, f"after recovery: {named[0]} does not hold the cut bytes")
+        else:
+            f.expect(not tails and not kept_as,
+                     f"after recovery: nothing was cut, yet torn tails {tails}, corrupt/ files {kept_as}")
+        check_report(f, root, config, holes, "after recovery", dropped, end if torn else None)
+        # writing continues after every acknowledged queue offset
         store.start()
         new = []
         for q in range(QUEUES):
-            count = sum(1 for w in kept if w.queue_id == q)
             key = f"new{q}"
             r = store.put_message(pymq.Message(topic=TOPIC, body=key.encode(), keys=[key], queue_id=q))
             f.expect(r.status is pymq.PutMessageStatus.PUT_OK, f"new put into queue {q}: {r.status.name}")
-            f.expect(r.queue_offset == count, f"new put into queue {q} got queue offset {r.queue_offset}, expected {count}")
+            f.expect(r.queue_offset == maxima[q], f"new put into queue {q} got queue offset {r.queue_offset}, "
+                                                  f"expected {maxima[q]} (after every acknowledged one)")
             f.expect(r.commitlog_offset >= end, f"new put at {r.commitlog_offset}, before the log end {end}")
             new.append(Written(r.commitlog_offset, r.wrote_bytes, q, r.queue_offset, key, key.encode(), r.uniq_key))
         wait_dispatched(store)
@@ -232,15 +408,18 @@ def assert_recovered(root: str, kept: list[Written], dropped: list[Written], *, 
     finally:
         store.shutdown()
     f.expect(not os.path.exists(os.path.join(root, "abort")), "the abort marker survived a clean shutdown")
-    # a clean reopen shows the same store: nothing that was cut comes back
+    for (s, e), data in hole_bytes.items():
+        f.expect(log_bytes(root, s, e) == data, f"the bytes of the hole [{s}, {e}) were changed on disk")
+    # a clean reopen shows the same store: nothing dropped comes back, no offset moves
     allw = sorted(kept + new, key=lambda w: w.offset)
     store = pymq.MessageStore(root, config)
     try:
-        _check_view(f, store, root, allw, dropped, new[-1].end, "after a clean reopen")
+        _check_view(f, store, root, allw, dropped, new[-1].end, "after a clean reopen", holes)
+        f.expect(not store.stats()["damage"]["torn_tails"],
+                 f"after a clean reopen: a torn tail again: {store.stats()['damage']['torn_tails']}")
     finally:
         store.shutdown()
-    report = StoreChecker(root, config).run()
-    f.expect(report.ok, f"after a clean reopen: StoreChecker reports {[(p.where, p.detail) for p in report.problems][:4]}")
+    check_report(f, root, config, holes, "after a clean reopen", dropped, end if torn else None)
     f.assert_none()
     return allw
 
@@ -258,8 +437,10 @@ def assert_clear_error(root: str, expected_file: str, config: pymq.StoreConfig |
 @pytest.mark.parametrize("abort", [False, True], ids=["clean-shutdown", "abort-marker"])
 def test_last_record_torn(tmp_path, abort):
     """RocketMQ's testRecover: 16 zero bytes at the last record's topic-length byte make
-    its size disagree with its fields; recovery stops there, and the max physical offset
-    and the queue's max roll back to the previous message; further writes work."""
+    its size disagree with its fields, and nothing valid follows: a torn tail. Recovery
+    cuts it (its bytes kept under corrupt/), the max physical offset rolls back to the
+    previous message; the queue keeps its max (the last entry becomes a lost marker), and
+    further writes get the next queue offset after it."""
     root = str(tmp_path / "s")
     written = build(root)
     path, pos, size = testing.last_record(root)
@@ -270,35 +451,44 @@ def test_last_record_torn(tmp_path, abort):
     assert_recovered(root, written[:-1], written[-1:], ctx=f"torn last record, abort={abort}")
 
 
-def test_queue_entries_cut_by_recovery_stay_cut(tmp_path):
-    """The torn last record (queue 1) loses its queue entry at recovery. Only queue 0 is
-    written afterwards; after a clean restart queue 1 must still end where recovery cut
-    it, and its next put must get that offset (the cut entry must not come back)."""
+def test_queue_entry_of_a_cut_record_stays_a_lost_marker(tmp_path):
+    """The torn last record (queue 1) is cut at recovery; its queue entry becomes a lost
+    marker, so queue 1 keeps its max and the offset is never handed out again. Only queue 0
+    is written afterwards; after a clean restart queue 1 must still end after the marker
+    (the record must not come back, the marker must not go), a pull there returns nothing
+    and reports the marker, and the next put into queue 1 gets the offset after it."""
     root = str(tmp_path / "s")
     written = build(root)
     last = written[-1]
     assert last.queue_id == 1
     path, pos, _ = testing.last_record(root)
     testing.zero_bytes(path, testing.topic_length_position(path, pos), 16)
+    f = Findings("queue entry of a record cut by recovery")
     with pymq.MessageStore(root, cfg()) as s:
-        assert s.get_max_offset_in_queue(TOPIC, 1) == last.queue_offset
+        f.expect(s.get_max_offset_in_queue(TOPIC, 1) == last.queue_offset + 1,
+                 f"queue 1 max offset is {s.get_max_offset_in_queue(TOPIC, 1)} after recovery, "
+                 f"expected {last.queue_offset + 1} (the lost entry counts)")
         r = s.put_message(pymq.Message(topic=TOPIC, body=b"q0", queue_id=0))
         assert r.status is pymq.PutMessageStatus.PUT_OK
         wait_dispatched(s)
     with pymq.MessageStore(root, cfg()) as s:
-        f = Findings("queue entries cut by recovery")
-        f.expect(s.get_max_offset_in_queue(TOPIC, 1) == last.queue_offset,
+        f.expect(s.get_max_offset_in_queue(TOPIC, 1) == last.queue_offset + 1,
                  f"queue 1 max offset is {s.get_max_offset_in_queue(TOPIC, 1)} after a clean restart, "
-                 f"expected {last.queue_offset} (the entry recovery cut came back)")
+                 f"expected {last.queue_offset + 1} (the lost marker must stay)")
+        f.expect(cq_units(root, TOPIC, 1, last.queue_offset + 1)[last.queue_offset] == LOST,
+                 f"queue 1 entry {last.queue_offset} is "
+                 f"{cq_units(root, TOPIC, 1, last.queue_offset + 1)[last.queue_offset]}, not a lost marker")
         g = s.get_message("g", TOPIC, 1, last.queue_offset, 1)
-        f.expect(not g.messages or g.messages[0].queue_id == 1,
-                 f"queue 1 offset {last.queue_offset} returns {[(m.topic, m.queue_id) for m in g.messages]}")
+        f.expect(not g.messages and g.damaged == 1 and g.next_begin_offset == last.queue_offset + 1,
+                 f"queue 1 offset {last.queue_offset} returns {[(m.topic, m.queue_id, m.body) for m in g.messages]}, "
+                 f"{g.status.name}, damaged {g.damaged}, next {g.next_begin_offset}")
+        m = s.look_message_by_offset(last.offset)
+        f.expect(m is None or m.body != last.body, f"the cut record {last.key} is readable again at {last.offset}")
         r = s.put_message(pymq.Message(topic=TOPIC, body=b"q1", queue_id=1))
-        f.expect(r.queue_offset == last.queue_offset,
-                 f"the next put into queue 1 got offset {r.queue_offset}, expected {last.queue_offset}")
+        f.expect(r.queue_offset == last.queue_offset + 1,
+                 f"the next put into queue 1 got offset {r.queue_offset}, expected {last.queue_offset + 1}")
         wait_dispatched(s)
-    report = StoreChecker(root, cfg()).run()
-    f.expect(report.ok, f"StoreChecker: {[(p.where, p.detail) for p in report.problems][:4]}")
+    check_report(f, root, cfg(), (), "after the restart", [last], last.offset)
     f.assert_none()
 
 
@@ -308,7 +498,9 @@ def test_queue_entries_cut_by_recovery_stay_cut(tmp_path):
 @pytest.mark.parametrize("cut", [1, 30, 70, 150, "record", "record+40"])
 def test_truncated_last_segment(tmp_path, cut):
     """The last segment file is shorter than a segment (a copy or a disk that lost its
-    tail). Every record not wholly inside the remaining bytes is dropped."""
+    tail). Every record not wholly inside the remaining bytes is dropped (nothing valid
+    follows: a torn tail, its remaining bytes kept under corrupt/), their queue entries
+    become lost markers."""
     root = str(tmp_path / "s")
     written = build(root)
     path, pos, size = testing.last_record(root)
@@ -329,7 +521,8 @@ def test_truncated_last_segment(tmp_path, cut):
 @pytest.mark.parametrize("abort", [False, True], ids=["clean-shutdown", "abort-marker"])
 def test_truncated_last_segment_to_nothing(tmp_path, abort):
     """The last segment is an empty file: its records are gone, the log ends at the
-    segment's start (the previous segment is closed by its blank)."""
+    segment's start (the previous segment is closed by its blank); their queue entries
+    become lost markers, the queues keep their maxima."""
     root = str(tmp_path / "s")
     written = build(root)
     path = testing.segments(root)[-1]
@@ -345,7 +538,8 @@ def test_truncated_last_segment_to_nothing(tmp_path, abort):
 @pytest.mark.parametrize("abort", [False, True], ids=["clean-shutdown", "abort-marker"])
 def test_garbage_after_last_record(tmp_path, kind, abort):
     """Bytes after the last record inside the last segment (a torn write of a record that
-    never completed, or junk): nothing is lost, the garbage is not taken for records."""
+    never completed, or junk): nothing is lost, the garbage is not taken for records; it is
+    a torn tail, cut, and kept under corrupt/."""
     root = str(tmp_path / "s")
     written = build(root, n=140)                # room left in the last segment
     path, pos, size = testing.last_record(root)
@@ -393,16 +587,19 @@ def test_missing_middle_segment_is_a_clear_error(tmp_path):
 # -- consume queues ---------------------------------------------------------------------------
 
 # A damaged consume-queue entry (zeroed, or pointing at another queue's record, into the
-# middle of a record, past the log end). The queue is derived data; the chosen behaviour:
+# middle of a record, past the log end). The queue is derived data; the chosen behaviour
+# (issue 22, rule 4: an entry that does not describe its record is rebuilt from the log):
 #
 # * ``pymq check`` reports the entry, without changing anything;
 # * a reopen after a crash (abort marker) replays the log and rebuilds the entry, so every
 #   message is reachable at its queue offset again (issue 6's requirement);
-# * a clean reopen trusts the queues (RocketMQ: no replay below the queues' end): the
-#   damage stays and is still reported, but reading and writing work, pulls deliver every
-#   healthy entry around the damaged one and never another queue's message, and a queue
-#   whose damaged entry is in its last files (rescanned by recovery) is not cut there with
-#   its later entries stranded and their queue offsets handed out again.
+# * a clean reopen trusts the queues (RocketMQ: no replay below the queues' end), but the
+#   first pull that meets the entry has the queue rebuilt from there (writers) and reads
+#   on: pulls deliver every message of the queue, the damaged entry's included, at its
+#   queue offset and never another queue's message; the queue keeps its max (a queue
+#   whose damaged entry is in its last files, rescanned by recovery, is not cut there
+#   with its later entries stranded and their queue offsets handed out again); the
+#   entry on disk names its record again and ``pymq check`` finds nothing afterwards.
 
 DAMAGED_ENTRY = 21          # queue 0, second of five files (entries 16..31), not rescanned
 HOWS = ["zeroed", "other-queue", "mid-record", "past-log-end"]
@@ -445,33 +642,46 @@ def test_damaged_consume_queue_entry_is_rebuilt_after_a_crash(tmp_path, how):
     assert_recovered(root, written, [], ctx=f"consume-queue entry {DAMAGED_ENTRY} {how}, abort marker")
 
 
+def _assert_queue_0_rebuilt_by_pulls(f: Findings, s, root: str, written: list[Written], entry: int) -> None:
+    """Pulling queue 0 of a writer from 0 to its max returns each of its messages once, in
+    order, at its queue offset (the damaged ``entry`` included, rebuilt from the log), and
+    nothing of another queue; afterwards the entry on disk names its record; the next put
+    gets the next offset."""
+    mine = [w for w in written if w.queue_id == 0]
+    f.expect(s.get_max_offset_in_queue(TOPIC, 0) == len(mine),
+             f"queue 0 ends at {s.get_max_offset_in_queue(TOPIC, 0)}, the log holds {len(mine)} of its messages")
+    pulled, _damaged, wrong = pull_all(s, 0, 0, len(mine))
+    for what in wrong:
+        f.expect(False, what)
+    strangers = [(m.topic, m.queue_id, m.queue_offset) for m in pulled if (m.topic, m.queue_id) != (TOPIC, 0)]
+    f.expect(not strangers, f"pulling queue 0 returned other queues' messages {strangers}")
+    got = [(m.queue_offset, m.commitlog_offset, m.body) for m in pulled]
+    want = [(w.queue_offset, w.offset, w.body) for w in mine]
+    missing = sorted({w[0] for w in want} - {g[0] for g in got})
+    f.expect(not missing, f"pulling queue 0 skipped entries {missing[:8]} (damaged entry {entry})")
+    if not missing:
+        f.expect(got == want, f"pulling queue 0 gave {len(got)} messages, not queue 0's {len(want)} in order")
+    unit = cq_units(root, TOPIC, 0, entry + 1)[entry]
+    f.expect(unit is not None and unit[:2] == (mine[entry].offset, mine[entry].size),
+             f"after the pulls entry {entry} is {unit}, not rebuilt to ({mine[entry].offset}, {mine[entry].size})")
+    r = s.put_message(pymq.Message(topic=TOPIC, body=b"after", queue_id=0))
+    f.expect(r.status is pymq.PutMessageStatus.PUT_OK and r.queue_offset == len(mine),
+             f"the next put into queue 0: {r.status.name} at queue offset {r.queue_offset}"
+             + (f", already used by {mine[r.queue_offset].key}" if 0 <= r.queue_offset < len(mine) else ""))
+    wait_dispatched(s)
+    g = s.get_message("g", TOPIC, 0, len(mine), 1)
+    f.expect([m.body for m in g.messages] == [b"after"], f"the new message is not pulled: {g.status.name}")
+
+
 @pytest.mark.parametrize("how", HOWS)
-def test_damaged_consume_queue_entry_after_a_clean_shutdown(tmp_path, how):
+def test_damaged_consume_queue_entry_is_rebuilt_by_a_pull_after_a_clean_shutdown(tmp_path, how):
     root = str(tmp_path / "s")
     written = build(root)
     _damage_entry(root, written, how)
-    mine = [w for w in written if w.queue_id == 0]
     f = Findings(f"consume-queue entry {DAMAGED_ENTRY} {how}, clean reopen")
     with pymq.MessageStore(root, cfg()) as s:
-        f.expect(s.get_max_offset_in_queue(TOPIC, 0) == len(mine), "queue 0 lost entries")
-        pulled, off = [], 0
-        while off < len(mine):
-            g = s.get_message("g", TOPIC, 0, off, 32)
-            if not g.messages and g.next_begin_offset <= off:
-                break
-            pulled += g.messages
-            off = g.next_begin_offset
-        got = {m.queue_offset for m in pulled if (m.topic, m.queue_id) == (TOPIC, 0)}
-        skipped = sorted({w.queue_offset for w in mine} - got - {DAMAGED_ENTRY})
-        f.expect(not skipped, f"pulling queue 0 skipped healthy entries {skipped} after the damaged one")
-        strangers = [(m.topic, m.queue_id, m.queue_offset) for m in pulled if (m.topic, m.queue_id) != (TOPIC, 0)]
-        f.expect(not strangers, f"pulling queue 0 returned other queues' messages {strangers}")
-        r = s.put_message(pymq.Message(topic=TOPIC, body=b"after", queue_id=0))
-        f.expect(r.status is pymq.PutMessageStatus.PUT_OK and r.queue_offset == len(mine),
-                 f"the next put into queue 0: {r.status.name} at queue offset {r.queue_offset}")
-        wait_dispatched(s)
-    report = StoreChecker(root, cfg()).run()
-    f.expect(any(p.where == f"{TOPIC}/0" for p in report.problems), "the damage is no longer reported")
+        _assert_queue_0_rebuilt_by_pulls(f, s, root, written, DAMAGED_ENTRY)
+    check_report(f, root, cfg(), (), "after the pulls")
     f.assert_none()
 
 
@@ -479,21 +689,15 @@ def test_zeroed_entry_in_a_rescanned_queue_file_after_a_clean_shutdown(tmp_path)
     """The zeroed entry lies in the queue's last three files, which recovery rescans: the
     queue must not end there, stranding its later entries (their messages unreachable by
     queue) and giving their queue offsets to new messages (two records with one queue
-    offset in the log)."""
+    offset in the log); a pull rebuilds the entry like any other damaged one."""
     root = str(tmp_path / "s")
     written = build(root)
     entry = 50                                   # queue 0 has 75 entries in 5 files
     _damage_entry(root, written, "zeroed", entry)
-    mine = [w for w in written if w.queue_id == 0]
     f = Findings("zeroed entry 50 of queue 0, clean reopen")
     with pymq.MessageStore(root, cfg()) as s:
-        f.expect(s.get_max_offset_in_queue(TOPIC, 0) == len(mine),
-                 f"queue 0 ends at {s.get_max_offset_in_queue(TOPIC, 0)}, the log holds {len(mine)} of its messages")
-        r = s.put_message(pymq.Message(topic=TOPIC, body=b"after", queue_id=0))
-        f.expect(r.queue_offset == len(mine),
-                 f"the next put into queue 0 got queue offset {r.queue_offset}, already used by {mine[r.queue_offset].key}"
-                 if r.queue_offset < len(mine) else f"the next put got {r.queue_offset}")
-        wait_dispatched(s)
+        _assert_queue_0_rebuilt_by_pulls(f, s, root, written, entry)
+    check_report(f, root, cfg(), (), "after the pulls")
     f.assert_none()
 
 
@@ -537,9 +741,11 @@ def test_consume_queue_deleted_is_rebuilt(tmp_path):
 
 
 # Record headers whose body CRC still matches but whose queue fields are impossible (a bit
-# flip in the header): a crash recovery replays and dispatches them. Opening must either cut
-# them away like any damaged record or refuse with a PymqError naming the segment; it must
-# not raise ValueError/OverflowError or create queues with negative ids or offsets.
+# flip in the header): a crash recovery replays them. Opening must either fence them like
+# any damaged record (a hole; every record after it kept at its queue offset, the damaged
+# record's queue offset never handed out again) or refuse with a PymqError naming the
+# segment; it must not raise ValueError/OverflowError or create queues with negative ids
+# or offsets.
 
 
 @pytest.mark.parametrize("queue_id,queue_offset", [(-5, None), (7, 1 << 62), (7, -3), (0, -1)],
@@ -557,8 +763,10 @@ def test_record_header_with_impossible_queue_fields(tmp_path, queue_id, queue_of
             fh.seek(w.offset % SEG + 20)
             fh.write(struct.pack(">q", queue_offset))
     testing.create_abort(root)
+    first = str(tmp_path / "first-open")          # the same damage, for the first look
+    shutil.copytree(root, first)
     try:
-        store = pymq.MessageStore(root, cfg())
+        store = pymq.MessageStore(first, cfg())
     except pymq.PymqError as e:
         assert os.path.basename(path) in str(e), str(e)
         return
@@ -571,11 +779,11 @@ def test_record_header_with_impossible_queue_fields(tmp_path, queue_id, queue_of
             for q in qids:
                 assert store.get_min_offset_in_queue(topic, q) >= 0, (topic, q)
                 assert store.get_max_offset_in_queue(topic, q) < 1 << 40, (topic, q)
-        store.start()
-        r = store.put_message(pymq.Message(topic=TOPIC, body=b"after", queue_id=0))
-        assert r.status is pymq.PutMessageStatus.PUT_OK
     finally:
         store.shutdown()
+    # opened, so the record is fenced: the rest of the log is whole
+    assert_recovered(root, written[:BAD] + written[BAD + 1:], [w], holes=[(w.offset, w.end)],
+                     ctx=f"record {BAD} with queue id {queue_id}, queue offset {queue_offset}, abort marker")
     names = [n for _dp, _dn, fn in os.walk(os.path.join(root, "consumequeue")) for n in fn]
     assert all(len(n) == 20 and n.isdigit() for n in names), sorted(set(names))[:5]
 
@@ -731,42 +939,59 @@ def _flip_body_byte(root: str, written: list[Written], i: int) -> str:
     return path
 
 
-def test_crc_mismatch_mid_log_cuts_the_log_after_a_crash(tmp_path):
-    """RocketMQ's semantics: crash recovery (abort marker) with check_crc_on_recover
-    stops at the first record whose body CRC does not match and cuts the log there. This
-    DROPS every later record, whole and acknowledged as they were (here 110 of 150, two
-    and a half segments); the queues and the index are cut to match."""
+@pytest.mark.parametrize("abort", [True, False], ids=["abort-marker", "clean-shutdown"])
+def test_crc_mismatch_mid_log_is_fenced(tmp_path, abort):
+    """A body byte flipped in a record in the middle of the first segment, valid records
+    after it. RocketMQ's crash recovery (check_crc_on_recover) stops at it and cuts the log
+    there, dropping every later record, whole and acknowledged as they were (here 109 of
+    150, two and a half segments). pymq fences it instead (issue 22): the damaged record is
+    a hole, kept on disk and never returned (not by offset, pull or key); every record after
+    it is kept, readable at its offset with its original queue offset, and found by key;
+    the queues keep their maxima. After a clean exit recovery rescans the last three
+    segments, here all of them: the same."""
     root = str(tmp_path / "s")
     written = build(root)
     _flip_body_byte(root, written, BAD)
-    testing.create_abort(root)
+    if abort:
+        testing.create_abort(root)
     assert cfg().check_crc_on_recover
-    assert_recovered(root, written[:BAD], written[BAD:], ctx="CRC mismatch at record 40 + abort")
+    w = written[BAD]
+    assert_recovered(root, written[:BAD] + written[BAD + 1:], [w], holes=[(w.offset, w.end)],
+                     ctx=f"CRC mismatch at record {BAD}, abort={abort}")
 
 
-def test_records_cut_by_recovery_stay_cut(tmp_path):
-    """After the CRC cut above, new records of the same size are written over the cut
-    point (into queue 0 only) and the store is shut down cleanly. The records that
-    recovery dropped must not come back at the next (normal) recovery: the bytes after
-    the cut are not part of the log any more."""
+def test_fenced_record_stays_fenced_after_new_puts_and_a_clean_restart(tmp_path):
+    """After the crash recovery above fenced the damaged record, new records of the same
+    size are put (into queue 0 only) and the store is shut down cleanly. At the next
+    (normal) recovery the records after the hole are all still there at their offsets, the
+    new ones after every acknowledged queue offset (never reusing one, the fenced record's
+    included), and the fenced record does not come back."""
     root = str(tmp_path / "s")
     written = build(root)
     _flip_body_byte(root, written, BAD)
     testing.create_abort(root)
+    bad = written[BAD]
+    mine = [w for w in written if w.queue_id == 0]
     new = []
+    f = Findings("a record fenced by a crash recovery, then same-size puts and a clean restart")
     with pymq.MessageStore(root, cfg()) as s:
-        assert s.get_max_phy_offset() == written[BAD].offset
+        f.expect(s.get_max_phy_offset() == written[-1].end,
+                 f"max physical offset {s.get_max_phy_offset()} after recovery, expected {written[-1].end} "
+                 f"(the records after the hole kept)")
         for i in range(5):                      # same size as the originals: record boundaries line up
             body = b"BODY-%04d" % i
             r = s.put_message(pymq.Message(topic=TOPIC, body=body, keys=[f"n{i:04d}"], tags="TagA", queue_id=0))
-            assert r.wrote_bytes == written[BAD].size
+            assert r.wrote_bytes == bad.size
+            f.expect(r.queue_offset == len(mine) + i,
+                     f"new put {i} got queue offset {r.queue_offset}, expected {len(mine) + i}")
+            f.expect(r.commitlog_offset >= written[-1].end, f"new put {i} at {r.commitlog_offset}, inside the log")
             new.append(Written(r.commitlog_offset, r.wrote_bytes, 0, r.queue_offset, f"n{i:04d}", body, r.uniq_key))
         wait_dispatched(s)
     end = new[-1].end
-    kept = sorted(written[:BAD] + new, key=lambda w: w.offset)
-    f = Findings("records cut by a CRC recovery, then overwritten by same-size records")
+    kept = sorted(written[:BAD] + written[BAD + 1:] + new, key=lambda w: w.offset)
     with pymq.MessageStore(root, cfg()) as s:
-        _check_view(f, s, root, kept, written[BAD:], end, "after a clean restart")
+        _check_view(f, s, root, kept, [bad], end, "after a clean restart", [(bad.offset, bad.end)])
+    check_report(f, root, cfg(), [(bad.offset, bad.end)], "after a clean restart", [bad])
     f.assert_none()
 
 
@@ -794,11 +1019,33 @@ def test_crc_mismatch_is_reported_by_the_checker_without_changes(tmp_path):
 
 def test_crc_mismatch_in_older_segment_is_not_seen_by_normal_recovery(tmp_path):
     """After a clean shutdown only the last three segments are rescanned (recoverNormally);
-    damage further back is left to ``pymq check``. Documented, RocketMQ's behaviour."""
+    damage further back is not met by recovery (documented, RocketMQ's behaviour) and is
+    left to ``pymq check`` and to the reads, which check the body CRC: the altered record is
+    never returned (by offset, pull or key) and the pull reports it, while every other
+    message of its queue is delivered."""
     root = str(tmp_path / "s")
     written = build(root, n=300)                 # 6 segments
     assert len(testing.segments(root)) >= 5
     _flip_body_byte(root, written, 3)
+    bad = written[3]
+    f = Findings("CRC mismatch in the first of 6 segments, clean reopen")
     with pymq.MessageStore(root, cfg()) as s:
-        assert s.get_max_phy_offset() == written[-1].end
-    assert not StoreChecker(root, cfg()).run().ok
+        f.expect(s.get_max_phy_offset() == written[-1].end, f"max physical offset {s.get_max_phy_offset()}")
+        m = s.look_message_by_offset(bad.offset)
+        f.expect(m is None, f"look_message_by_offset({bad.offset}) returns the altered record {m and m.body}")
+        found = [x.body for x in s.query_message(TOPIC, bad.key)]
+        f.expect(not found, f"query_message({bad.key!r}) returns the altered record: {found}")
+        mine = [w for w in written if w.queue_id == bad.queue_id]
+        pulled, damaged, wrong = pull_all(s, bad.queue_id, 0, len(mine))
+        for what in wrong:
+            f.expect(False, what)
+        got = [(m.queue_offset, m.commitlog_offset, m.body) for m in pulled]
+        want = [(w.queue_offset, w.offset, w.body) for w in mine if w is not bad]
+        f.expect(got == want, f"pulling queue {bad.queue_id} gives {len(got)} messages, expected the "
+                              f"{len(want)} undamaged ones in order")
+        f.expect(damaged == 1, f"the pulls reported {damaged} damaged entries, expected 1")
+        f.expect(s.stats()["damage"]["crc_errors"] >= 1, f"stats() counts no CRC error: {s.stats()['damage']}")
+    report = StoreChecker(root, cfg()).run()
+    f.expect(not report.ok and any(p.kind == "commitlog" and str(bad.offset) in p.detail for p in report.problems),
+             f"StoreChecker does not report the damaged record at {bad.offset}: {report.problems[:4]}")
+    f.assert_none()
