@@ -164,6 +164,8 @@ class ConfigManager(abc.ABC):
         self._changes = 0                       # bumped by every change of the table
         self._persisted_changes = 0             # value of _changes that the file holds
         self.persists = 0                       # writes of the file begun (flush's test counts them)
+        self._flushed = threading.Condition()   # flush(): a write ended; _flushing: one is under way
+        self._flushing = False
         # (dev, ino, size, mtime) of {path} when it last held text we read or wrote
         self._good_stat: Optional[tuple[int, int, int, int]] = None
 
@@ -306,23 +308,31 @@ class ConfigManager(abc.ABC):
     def flush(self) -> bool:
         """Return once every change made before the call is on disk (group commit).
 
-        A caller waits for a :meth:`persist` that read the table after its change: the
-        one running when it arrives may have read it before, so it waits for that one to
-        end and writes again only if it still must, taking with it the changes of every
-        caller that queued meanwhile. N threads flushing at once cause about two writes,
-        not N. Returns True if this call wrote the file; errors propagate as from
-        :meth:`persist`.
+        A caller waits for a write that read the table after its change: the one running
+        when it arrives may have read it before, so it waits for that one to end (then
+        all its waiters return at once) and the first still uncovered becomes the next
+        writer, taking with it the changes of every caller that queued meanwhile. N
+        threads flushing at once cause about two writes, not N. Returns True if this
+        call wrote the file; errors propagate as from :meth:`persist`.
         """
         with self._lock:
             target = self._changes
-            if self._persisted_changes >= target:
-                return False
-        with self._persist_lock:
-            with self._lock:
-                if self._persisted_changes >= target:
-                    return False        # a write that started after our change covered it
-            self._persist()
-            return True
+        with self._flushed:
+            while self._persisted_changes < target:
+                if not self._flushing:
+                    self._flushing = True
+                    break
+                self._flushed.wait()
+            else:
+                return False            # a write that read the table after our change
+        try:
+            with self._persist_lock:
+                self._persist()
+        finally:
+            with self._flushed:
+                self._flushing = False
+                self._flushed.notify_all()
+        return True
 
     def _persist(self) -> None:
         """:meth:`persist`'s steps; call with ``self._persist_lock`` held."""
