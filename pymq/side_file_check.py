@@ -4,7 +4,8 @@ A client of the store (like :mod:`pymq.admin`), called by :class:`pymq.checker.S
 before it opens the store read-only. Each side file is read the way an open reads it,
 with the store's own loaders, and nothing is changed: ``config/consumerOffset.json``,
 ``delayOffset.json``, ``timerCheckpoint.json``, ``topicDeletions.json`` and
-``storeSizes.json``, the ``checkpoint`` file, the ``timerwheel`` (its length, and that it
+``storeSizes.json`` (also against the sizes the files show: a record they contradict makes
+every open without a config refuse), the ``checkpoint`` file, the ``timerwheel`` (its length, and that it
 indexes the newest pending timers, judged by :mod:`pymq.store.timer_files` as
 ``TimerMessageService`` judges it), and the shape of the broker's ``topics.json`` and
 ``subscriptionGroup.json`` (read without importing :mod:`pymq.broker`). A damaged one is
@@ -22,7 +23,7 @@ from collections.abc import Generator
 from typing import Callable, Optional, Protocol
 
 from pymq.config import StoreConfig
-from pymq.store_sizes import numbered_files, recorded_sizes, sizes_path
+from pymq.store_sizes import numbered_files, record_conflicts, recorded_sizes, sizes_path
 from pymq.store.checkpoint import StoreCheckpoint
 from pymq.store.config_manager import MISSING, ConfigManager
 from pymq.store.fastjson import loads_fastjson
@@ -32,7 +33,7 @@ from pymq.store.timer_files import SLOT, UNIT_SIZE, FileReader, units_end, wheel
 from pymq.store.timer_service import TIMER_TOPIC, TimerCheckpoint
 from pymq.store.topic_deletions import TopicDeletions
 
-__all__ = ["Report", "SideFileFindings", "check_side_files", "set_aside_files"]
+__all__ = ["Report", "SideFileFindings", "check_side_files", "set_aside_files", "writer_lock_held"]
 
 _STRICT = "StoreConfig(strict_open=True) refuses to open"
 
@@ -65,15 +66,19 @@ def check_side_files(path: str, config: StoreConfig, report: Report) -> SideFile
 
 def set_aside_files(path: str) -> list[str]:
     """The ``*.corrupt-<ms>`` files (and directories) an open left in the store's root
-    and ``config/`` when it set a damaged side file aside."""
+    and ``config/`` when it set a damaged side file aside, and what recovery kept in
+    ``corrupt/`` (the bytes of a torn commit-log tail it cut)."""
     out: list[str] = []
     for d in (path, os.path.join(path, "config")):
         if os.path.isdir(d):
             out.extend(os.path.join(d, n) for n in sorted(os.listdir(d)) if ".corrupt-" in n)
+    kept = os.path.join(path, "corrupt")
+    if os.path.isdir(kept):
+        out.extend(os.path.join(kept, n) for n in sorted(os.listdir(kept)))
     return out
 
 
-def _writer_lock_held(path: str) -> bool:
+def writer_lock_held(path: str) -> bool:
     """Whether a writer holds the store's ``lock`` (its ``flock``), read off
     ``/proc/locks`` without taking any lock (False where that cannot be told)."""
     try:
@@ -118,7 +123,7 @@ class _SideFileCheck:
         self._writer_holds_lock = False   # a writer has the store open: side files are its own
 
     def run(self) -> SideFileFindings:
-        self._writer_holds_lock = _writer_lock_held(self.path)
+        self._writer_holds_lock = writer_lock_held(self.path)
         timer_cp = TimerCheckpoint(self.path)
         tables = [
             ConsumerOffsetManager(self.path),
@@ -211,12 +216,26 @@ class _SideFileCheck:
         return True
 
     def _check_store_sizes(self) -> None:
+        path = sizes_path(self.path)
         why = recorded_sizes(self.path)[1]
         if why:
-            self._add(sizes_path(self.path), why,
+            self._add(path, why,
                       "an open without a config reads the file sizes off the files (segment length, "
                       "queue file length, index length at four entries per slot); a writer saves "
                       "its sizes again")
+        conflicts = record_conflicts(self.path)
+        if conflicts:
+            # a problem even beside a writer: it records its sizes only when it opens, so
+            # every open without a config is refused until the file is fixed
+            rel = self._rel(path)
+            self.found.reported.add(path)
+            self.report.add("sidefile", rel, "records " + ", ".join(c.recorded for c in conflicts)
+                            + ", but the files show " + "; ".join(f"{c.actual} ({c.evidence})" for c in conflicts))
+            self.report.notes.append(
+                f"{rel}: an open without a config (the CLI, Spark, MessageStore(path)) refuses the store "
+                "(SegmentSizeError) and changes nothing; fix or delete the file (the sizes are then read "
+                "off the files), or open once with a StoreConfig that has the files' sizes (it records "
+                "them again); this check used the files' sizes")
 
     def _check_checkpoint(self) -> None:
         path = os.path.join(self.path, "checkpoint")

@@ -7,6 +7,13 @@ them after it opened; readers that come without a config (the CLI, Spark executo
 ``pymq check``) take them from there, or, for a store without the record (one written by
 RocketMQ, or a damaged record), read them off the files. ``check_sizes`` refuses a config
 that contradicts them before an open touches anything (docs/recovery.md).
+
+The files are the truth: a record that contradicts what the files clearly show
+(``record_conflicts``: segment names a segment size apart, queue files of another length,
+index files of another length) is never used to open the store. ``config_for_store``
+refuses it (``SegmentSizeError`` naming the file, the recorded and the actual sizes) and
+``check_sizes`` measures a given config against the files instead, so that opening with
+the true sizes works and records them again.
 """
 
 from __future__ import annotations
@@ -163,18 +170,143 @@ def infer_sizes(store_path: str, config: StoreConfig) -> StoreConfig:
     return config
 
 
+@dataclasses.dataclass
+class Conflict:
+    """A size ``config/storeSizes.json`` records that the files contradict."""
+
+    fields: tuple             #: the fields (the index's two together)
+    recorded: str             #: as recorded, ``field=value``
+    actual: str               #: what the files show, ``field=value`` or a length
+    evidence: str             #: which files show it
+    #: the fields' true values, where the files tell them (the index's at four entries per slot)
+    true_values: dict = dataclasses.field(default_factory=dict)
+
+
+def record_conflicts(store_path: str, recorded: dict | None = None,
+                     found: FileSizes | None = None) -> list[Conflict]:
+    """The sizes recorded in ``config/storeSizes.json`` that the store's files clearly
+    contradict; reads, never writes.
+
+    Files are named by their start offset, a multiple of their size, and allocated whole,
+    so a record is contradicted by a commit-log segment or consume-queue file whose name
+    is not a multiple of the recorded size, or by a length that at least two files share
+    (most of them) and that is not the recorded one (index files are named by time: only
+    their length counts). One file alone is not evidence, since damage cuts or extends
+    files: a short last segment is recovered by giving it its length back, a queue or
+    index file of the wrong length is rebuilt (docs/recovery.md). A lone commit-log
+    segment longer than recorded contradicts it too (no open would use it).
+
+    The timer settings are not read off the files (a wheel's length cannot tell damage
+    from other settings)."""
+    if recorded is None:
+        recorded, problem = recorded_sizes(store_path)
+        if problem:
+            return []
+    if not recorded:
+        return []
+    found = found if found is not None else sizes_of_files(store_path)
+    out: list[Conflict] = []
+    rec_seg = recorded.get("commitlog_file_size")
+    if rec_seg is not None and found.commitlog_segments:
+        cl = os.path.join(store_path, "commitlog")
+        why, agreed = _contradiction([cl], rec_seg, "commit-log segment")
+        lone = _size_of(os.path.join(cl, numbered_files(cl)[0])) if found.commitlog_segments == 1 else None
+        if why is None and lone and lone > rec_seg:
+            why, agreed = f"the only commit-log segment is {lone} bytes long", lone
+        if why:
+            seg = found.commitlog_file_size or agreed
+            out.append(Conflict(("commitlog_file_size",), f"commitlog_file_size={rec_seg}",
+                                f"commitlog_file_size={seg}", why, {"commitlog_file_size": seg} if seg else {}))
+    rec_cq = recorded.get("consume_queue_entries")
+    if rec_cq is not None and found.consume_queue_files:
+        why, agreed = _contradiction(_queue_dirs(store_path), rec_cq * 20, "consume-queue")
+        if why:
+            cq = found.consume_queue_entries or (agreed // 20 if agreed and agreed % 20 == 0 else None)
+            out.append(Conflict(("consume_queue_entries",), f"consume_queue_entries={rec_cq}",
+                                f"consume_queue_entries={cq if cq else '?'}", why,
+                                {"consume_queue_entries": cq} if cq else {}))
+    slots, entries = recorded.get("index_hash_slots"), recorded.get("index_max_entries")
+    if slots is not None and entries is not None and found.index_files:
+        want = index_file_size(slots, entries)
+        why, length = _contradiction([os.path.join(store_path, "index")], want, "index", offset_names=False)
+        if why and length:
+            fit, rest = divmod(length - 40, 84)            # RocketMQ's four entries per slot
+            true = {"index_hash_slots": fit, "index_max_entries": 4 * fit} if fit > 0 and rest == 0 else {}
+            actual = f"index file length={length}"
+            if true:
+                actual += f" (index_hash_slots={fit}, index_max_entries={4 * fit} at four entries per slot)"
+            out.append(Conflict(("index_hash_slots", "index_max_entries"),
+                                f"index_hash_slots={slots}, index_max_entries={entries} (index file length={want})",
+                                actual, why, true))
+    return out
+
+
+def _queue_dirs(store_path: str) -> list[str]:
+    """The directories of the store's consume queues (``consumequeue/<topic>/<id>``)."""
+    root = os.path.join(store_path, "consumequeue")
+    out = []
+    for topic in (sorted(os.listdir(root)) if os.path.isdir(root) else []):
+        tdir = os.path.join(root, topic)
+        if os.path.isdir(tdir):
+            out.extend(os.path.join(tdir, q) for q in sorted(os.listdir(tdir)))
+    return out
+
+
+def _contradiction(dirs: list[str], size: int, what: str, offset_names: bool = True) -> tuple[str | None, int | None]:
+    """How the numbered files in ``dirs`` contradict a file size of ``size`` bytes, and
+    the length they agree on: (None, ...) when they do not. See ``record_conflicts``."""
+    lengths = []
+    for d in dirs:
+        names = numbered_files(d)
+        if offset_names and any(int(n) % size for n in names):
+            return (f"the {what} files' names (their start offsets) are not multiples of {size} bytes",
+                    _most_common([int(b) - int(a) for a, b in zip(names, names[1:])]))
+        lengths.extend(n for n in (_size_of(os.path.join(d, name)) for name in names) if n)
+    counts = collections.Counter(lengths)
+    agreed = _most_common(lengths)
+    if agreed is not None and counts[agreed] >= 2 and agreed != size:
+        return f"{counts[agreed]} of the {len(lengths)} {what} files are {agreed} bytes long", agreed
+    return None, agreed
+
+
+def contradiction_message(store_path: str, conflicts: list[Conflict]) -> str:
+    """The error of an open refused because ``config/storeSizes.json`` contradicts the
+    files: the file, what it records, what the files show, and the ways out."""
+    path = sizes_path(store_path)
+    recorded = ", ".join(c.recorded for c in conflicts)
+    actual = "; ".join(f"{c.actual} ({c.evidence})" for c in conflicts)
+    return (f"{path} contradicts the store's files: it records {recorded}, but the files show {actual}. "
+            f"Opening with the recorded sizes would drop or resize files, so nothing was opened and "
+            f"nothing was changed. The files are the truth: fix {path} or delete it (the sizes are then "
+            f"read off the files), or open the store with a StoreConfig that has the files' sizes "
+            f"(a writer then records them again).")
+
+
 def check_sizes(store_path: str, config: StoreConfig, config_given: bool = True) -> None:
     """Raise :class:`SegmentSizeError` when ``config``'s file sizes contradict those the
     store at ``store_path`` was written with; reads, never writes.
 
     The sizes are those recorded in ``config/storeSizes.json``; when it is missing or
-    damaged (or lacks a size), those read off the files (``sizes_of_files``). A size only
+    damaged (or lacks a size), or the files contradict it (``record_conflicts``), those
+    read off the files (``sizes_of_files``): a config with the files' sizes opens a store
+    whose record is wrong (the open records them again). A size only
     counts while files of its kind exist (an empty index, say, can take other sizes).
     Opening with contradicting sizes would grow, drop or rebuild the store's files for
     the other sizes, so the caller must refuse before it touches anything.
-    ``config_given=False``: ``config`` is what ``config_for_store`` made of the store."""
+    ``config_given=False``: ``config`` is what ``config_for_store`` made of the store (a
+    record the files contradict is then refused, whatever ``config`` holds)."""
     recorded, problem = recorded_sizes(store_path)
     found = sizes_of_files(store_path)
+    conflicts = record_conflicts(store_path, recorded, found) if not problem else []
+    if conflicts and not config_given:
+        raise SegmentSizeError(contradiction_message(store_path, conflicts))
+    # the files are the truth: a recorded size they contradict is measured against them
+    contradicted = {}
+    for c in conflicts:
+        for field in c.fields:
+            recorded = {k: v for k, v in recorded.items() if k != field}
+            contradicted[field] = (f"read off the files: config/storeSizes.json records {c.recorded}, "
+                                   "which they contradict")
     if problem:
         off_files = "read off the files: config/storeSizes.json is unreadable"
     elif recorded:
@@ -186,7 +318,8 @@ def check_sizes(store_path: str, config: StoreConfig, config_given: bool = True)
     def differs(field: str, files_exist: bool, inferred: int | None = None) -> None:
         store_value = recorded.get(field, inferred)
         if files_exist and store_value is not None and store_value != getattr(config, field):
-            whence = "recorded in config/storeSizes.json" if field in recorded else off_files
+            whence = ("recorded in config/storeSizes.json" if field in recorded
+                      else contradicted.get(field, off_files))
             wrong.append((field, store_value, getattr(config, field), whence))
 
     differs("commitlog_file_size", found.commitlog_segments > 0, found.commitlog_file_size)
@@ -202,7 +335,8 @@ def check_sizes(store_path: str, config: StoreConfig, config_given: bool = True)
         if given != found.index_file_bytes:
             wrong.append(("index file length", found.index_file_bytes,
                           f"{given} (index_hash_slots={config.index_hash_slots}, "
-                          f"index_max_entries={config.index_max_entries})", off_files))
+                          f"index_max_entries={config.index_max_entries})",
+                          contradicted.get("index_hash_slots", off_files)))
     if not wrong:
         return
     groups: dict[str, list[str]] = {}
@@ -210,7 +344,11 @@ def check_sizes(store_path: str, config: StoreConfig, config_given: bool = True)
         groups.setdefault(whence, []).append(f"{what}={value}")
     store_side = "; ".join(f"{', '.join(items)} ({whence})" for whence, items in groups.items())
     given_side = ", ".join(f"{what}={value}" for what, _, value, _ in wrong)
-    if config_given:
+    if conflicts:
+        advice = (f"Open it with a StoreConfig that has the sizes the files show (the open then records "
+                  f"them again); {sizes_path(store_path)} contradicts the files, so an open without a config "
+                  f"is refused until it is fixed or deleted")
+    elif config_given:
         advice = ("Open it without a config (the sizes it was written with are then used) or with "
                   "a StoreConfig that has these sizes")
     else:
@@ -223,10 +361,22 @@ def check_sizes(store_path: str, config: StoreConfig, config_given: bool = True)
         f"{store_side}; the config has {given_side}. Nothing was changed. {advice}.")
 
 
-def config_for_store(store_path: str) -> StoreConfig:
+def config_for_store(store_path: str, refuse_contradiction: bool = True) -> StoreConfig:
     """RocketMQ's defaults with the file sizes recorded in the store, or, when the record
-    is missing or damaged, read off the store's files."""
+    is missing or damaged, read off the store's files.
+
+    A record that contradicts the files (``record_conflicts``) raises
+    :class:`SegmentSizeError` (opening with it would drop or resize files);
+    ``refuse_contradiction=False`` (``pymq check``, which reports it) takes the files'
+    sizes for the fields it gets wrong instead."""
     sizes, problem = recorded_sizes(store_path)
-    if sizes and not problem:
-        return StoreConfig(**sizes)
-    return infer_sizes(store_path, StoreConfig())
+    if not sizes or problem:
+        return infer_sizes(store_path, StoreConfig())
+    conflicts = record_conflicts(store_path, sizes)
+    if conflicts and refuse_contradiction:
+        raise SegmentSizeError(contradiction_message(store_path, conflicts))
+    config = StoreConfig(**sizes)
+    for c in conflicts:
+        for field, value in c.true_values.items():
+            setattr(config, field, value)
+    return config

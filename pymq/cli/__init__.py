@@ -11,9 +11,11 @@ Sub-commands
 ``bench``
     The benchmark of :mod:`pymq.benchmark` on temporary stores, side by side with peers
     (``--store`` is not used; ``--dir`` picks where the temporary stores go).
-``check``
-    Verify a store without changing it: records and CRCs, consume queues against the log,
-    index chains. Exit code 1 when damage was found.
+``check [--json]``
+    Verify a store without changing it: records and CRCs, holes in the log (with the
+    records they took), consume queues against the log, index chains, side files. Exit
+    code 1 when damage was found; it never stops at damage, and beside a running writer it
+    checks what the writer had written (see :mod:`pymq.cli.check`).
 ``topic-list``, ``topic-status -t TOPIC``
     Topics; per queue of a topic its min and max offset and last update (mqadmin's
     topicList / topicStatus).
@@ -57,7 +59,7 @@ from collections.abc import Sequence
 
 import pymq
 
-from . import maintenance, monitor, queries  # noqa: F401  (they register their sub-commands)
+from . import queries, check, maintenance, monitor  # noqa: F401,I001  (they register their sub-commands, in this order)
 from .registry import _COMMANDS, DEFAULT_STORE, EXIT_ERROR, EXIT_INTERRUPTED, command
 
 __all__ = ["build_parser", "command", "main"]

@@ -1,5 +1,5 @@
 """``pymq`` sub-commands that read a store (opened read-only, so they work on a live
-store), ``check`` and ``bench``."""
+store), and ``bench``."""
 
 from __future__ import annotations
 
@@ -21,56 +21,6 @@ from .registry import command
 def cmd_bench(args: argparse.Namespace) -> int:
     """Run :mod:`pymq.benchmark` with the parsed options."""
     return benchmark.main(benchmark.options_from_args(args))
-
-
-def _check_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.add_argument("--index-hash-slots", type=int, default=None, metavar="N",
-                        help="index slots per file, for stores that did not record their sizes")
-    parser.add_argument("--index-max-entries", type=int, default=None, metavar="N",
-                        help="index entries per file, for stores that did not record their sizes")
-
-
-@command("check", "verify a store (records, CRCs, consume queues, index) without changing it",
-         _check_arguments)
-def cmd_check(args: argparse.Namespace) -> int:
-    """Run :class:`pymq.checker.StoreChecker`; 0 when clean, 1 when damaged."""
-    import json
-
-    from pymq.checker import StoreChecker, infer_config
-
-    cfg = infer_config(args.store)
-    if args.index_hash_slots:
-        cfg.index_hash_slots = args.index_hash_slots
-    if args.index_max_entries:
-        cfg.index_max_entries = args.index_max_entries
-    tty = sys.stderr.isatty() and not args.json
-
-    def progress(stage: str, done: int, total: int) -> None:
-        if tty:
-            print(f"\rchecking {stage}: {done + 1}/{total}", end="", file=sys.stderr, flush=True)
-
-    report = StoreChecker(args.store, cfg, progress).run()
-    if tty:
-        print(file=sys.stderr)
-    if args.json:
-        print(json.dumps(report.to_json(), indent=1))
-    else:
-        print(f"store      {report.path}")
-        print(f"commitlog  {report.segments} segments from offset {max(report.min_commitlog_offset, 0):,}, "
-              f"{report.records:,} records (CRC checked)")
-        print(f"queues     {report.queues} consume queues, {report.queue_entries:,} entries")
-        print(f"index      {report.index_files} files, {report.index_entries:,} entries")
-        for note in report.notes:
-            print(f"note       {note}")
-        if report.ok:
-            print("result     OK: no damage found")
-        else:
-            print(f"result     DAMAGED: {len(report.problems)} problem(s)")
-            width = max(len(p.kind) + len(p.where) + 3 for p in report.problems)
-            for p in report.problems:
-                print(f"  {(p.kind + ' ' + p.where).ljust(width)} {p.detail}")
-    return 0 if report.ok else 1
 
 
 # -- store queries (read-only) -----------------------------------------------------------
