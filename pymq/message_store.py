@@ -144,6 +144,8 @@ class MessageStore:
         replay_from = recover(cfg, self.last_exit_ok, self.commit_log, self.consume_queues, self.index_service,
                               self.checkpoint)
         self.consume_queues.apply_floors()
+        for line in self.commit_log.damage.report_lines():
+            self._note(line)
         self._load_table(self.consumer_offsets)
 
         put = self.commit_log.appender.put
@@ -152,14 +154,15 @@ class MessageStore:
         self.delay_offset_persist_service = ConfigPersistService(self.schedule_service.offsets,
                                                                  cfg.flush_delay_offset_interval)
         self.timer_service = TimerMessageService(root, cfg, self.consume_queues, self.commit_log, put)
-        self.schedule_service.stale = self.timer_service.stale = self.topic_deletions.is_stale
-        self.notifier = MessageArrivingNotifier()
         self.timer_service.disk_guard = self.disk_guard
         self.timer_service.gate_puts(self.commit_log.appender)     # no timer put without the wheel
+        self.schedule_service.stale = self.timer_service.stale = self.topic_deletions.is_stale
+        self.notifier = MessageArrivingNotifier()
         self.router = CqRouter(self.consume_queues.appender_for, cfg.delay_levels_ms())
         if cfg.message_index_enable:
             self.router.index_builder = self.index_service.builder
         self.reput_service = ReputMessageService(self.commit_log, self.router, self._on_arrived)
+        self.reader.enable_repair(self.reput_service)
         self.put_gate = PutGate(self.commit_log.appender, self.disk_guard, self.reput_service,
                                 lambda: recover_topic_queue_table(self.commit_log, self.consume_queues),
                                 lambda: self._running and not self._closed)

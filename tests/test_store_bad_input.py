@@ -488,7 +488,8 @@ def test_segment_of_wrong_size_raises_segment_size_error(tmp_path, which, new_si
 @pytest.mark.parametrize("cut", [1, 4096, FILE_SIZE - 100, FILE_SIZE])
 def test_short_last_segment_is_recovered(tmp_path, cut):
     """A last segment cut short (damage: segments are allocated whole) is extended back and
-    recovery keeps exactly the whole records before the cut; writing continues."""
+    recovery keeps exactly the whole records before the cut; the queue offsets of the lost
+    ones are not reused (a pull reports them as damaged); writing continues after them."""
     path = tmp_path / "store"
     with pymq.MessageStore(path, small_config()) as s:
         rs = [s.put_message(pymq.Message(topic="T", body=b"%d" % i + b"x" * 20000)) for i in range(5)]
@@ -506,9 +507,13 @@ def test_short_last_segment_is_recovered(tmp_path, cut):
         assert s.get_max_phy_offset() == expected_end
         for r in keep:
             assert s.look_message_by_offset(r.commitlog_offset) is not None
-        assert s.get_max_offset_in_queue("T", 0) == len(keep)
+        # the lost records keep their queue offsets (lost markers): none is handed out again
+        assert s.get_max_offset_in_queue("T", 0) == len(rs)
+        g = s.get_message("g", "T", 0, 0, 32)
+        assert [m.commitlog_offset for m in g.messages] == [r.commitlog_offset for r in keep]
+        assert g.damaged == len(rs) - len(keep) and g.next_begin_offset == len(rs)
         r = s.put_message(pymq.Message(topic="T", body=b"after"))
-        assert r.is_ok() and r.queue_offset == len(keep)
+        assert r.is_ok() and r.queue_offset == len(rs)
 
 
 # -- disk full --------------------------------------------------------------------------------------

@@ -12,11 +12,11 @@ from cpython.ref cimport Py_INCREF
 from libc.stdint cimport int32_t, int64_t
 from libc.string cimport memcpy
 
-from pymq._core.hton cimport pymq_get_i64
+from pymq._core.hton cimport pymq_get_i32, pymq_get_i64
 from pymq._core.index_file cimport IndexFile, index_hash
 from pymq._core.mapped_file cimport MappedFile, segment_for
 from pymq._core.message cimport MessageExt
-from pymq._core.record cimport RecordLayout, ext_from_page
+from pymq._core.record cimport RecordLayout, body_crc32, ext_from_page
 
 cdef extern from "Python.h":
     const char *PyUnicode_AsUTF8AndSize(object s, Py_ssize_t *size) except NULL
@@ -37,6 +37,8 @@ cdef class IndexQuerier:
     cdef long long cl_file_size
     cdef int max_batch
     cdef public bint closed
+    cdef public bint check_crc          # a hit whose body fails its CRC is reported, not returned
+    cdef public object damage           # the DamageLedger told about it
 
     def __init__(self, service, commit_log_queue, long long commitlog_file_size, int max_msgs_num_batch):
         self.service = service
@@ -45,6 +47,8 @@ cdef class IndexQuerier:
         self.cl_file_size = commitlog_file_size
         self.max_batch = max_msgs_num_batch
         self.closed = False
+        self.check_crc = True
+        self.damage = None
 
     def query_message(self, str topic not None, str key not None, int max_num=32, long long begin=0, end=None):
         """Messages of ``topic`` whose key or unique key is ``key``, stored in [begin, end]
@@ -119,11 +123,15 @@ cdef class IndexQuerier:
                 raise RuntimeError("a commit-log segment went away during a key lookup")
             memcpy(dst + at, seg.base + (found[order[i]] - seg.file_from_offset), sizes[order[i]])
             at += sizes[order[i]]
-        out = PyList_New(n)
+        out = []
         at = 0
         for i in range(n):
-            m = ext_from_page(page, at, &lays[order[i]], sizes[order[i]], None, topic)
-            Py_INCREF(m)
-            PyList_SET_ITEM(out, i, m)
+            if (self.check_crc and lays[order[i]].body_len > 0
+                    and body_crc32(dst + at + lays[order[i]].body_pos, lays[order[i]].body_len)
+                    != pymq_get_i32(dst + at + 8)):
+                if self.damage is not None:
+                    self.damage.crc_error(found[order[i]], topic)
+            else:
+                out.append(ext_from_page(page, at, &lays[order[i]], sizes[order[i]], None, topic))
             at += sizes[order[i]]
         return out

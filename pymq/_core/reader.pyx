@@ -306,6 +306,12 @@ cdef class QueueReader:
             pos = offset * CQ_STORE_UNIT_SIZE
             mf = segment_for(cq_files, pos, app.file_size)
             if mf is None or mf.base == NULL or pos - mf.file_from_offset >= mf.wrote:
+                if self.follower and (mf is None or mf.wrote < mf.file_size):
+                    # a follower that has not mapped or scanned that entry yet: not yet
+                    r.status = OFFSET_OVERFLOW_ONE
+                    r.next_begin_offset = offset
+                    self.miss_count += 1
+                    return r
                 per_file = app.file_size // CQ_STORE_UNIT_SIZE
                 r.status = OFFSET_FOUND_NULL
                 r.next_begin_offset = offset + per_file - offset % per_file

@@ -150,6 +150,17 @@ class CommitLog:
                 if not moved_on:
                     return pos, False
                 q = self.file_size              # damage ran to the segment's end
+            else:
+                # the bytes at pos may have been a record still being written when they were
+                # read: the writer appends in order, so with the record at q complete, every
+                # one before it is too. Read them again; only what still fails is a hole.
+                again, _count, blank = record.scan_segment(mf, pos, q, False)
+                if blank:
+                    return self.file_size, True
+                if again >= q:
+                    pos = q
+                    continue
+                pos = again
             self.damage.add_hole(mf.file_from_offset + pos, mf.file_from_offset + q, "follower")
             if q >= self.file_size:
                 return self.file_size, True

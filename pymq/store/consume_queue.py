@@ -24,7 +24,7 @@ from pymq.errors import CorruptStoreError, SegmentSizeError
 from pymq.status import BoundaryType
 
 from .mapped_file_queue import MappedFileQueue
-from .queue_repair import LOST_SIZE, fill_gap
+from .queue_repair import LOST_SIZE, fill_gap, gap_is_possible
 
 log = logging.getLogger("pymq")
 
@@ -243,6 +243,12 @@ class ConsumeQueue:
                 if expect < current:
                     return True          # already there
                 if expect != current:
+                    if not gap_is_possible(self, expect, offset):
+                        log.error("consume queue %s-%d: the record at commit-log offset %d claims queue offset %d, "
+                                  "more than the log could have lost since entry %d; its header is damaged, "
+                                  "not dispatched", self.topic, self.queue_id, offset, cq_offset,
+                                  current // CQ_STORE_UNIT_SIZE)
+                        return True
                     # the records of the offsets between were lost to damage: mark them
                     if not fill_gap(self, expect):
                         return False

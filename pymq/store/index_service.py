@@ -50,6 +50,8 @@ class IndexService:
         self.read_only = read_only
         self.querier = IndexQuerier(self, commit_log.mapped_file_queue, commit_log.file_size,
                                     config.max_msgs_num_batch)
+        self.querier.check_crc = config.check_crc_on_read
+        self.querier.damage = commit_log.damage
         self.index_files: list[IndexFile] = []
         self.checkpoint = None                  # set by the store (StoreCheckpoint)
         self._lock = threading.Lock()

@@ -76,6 +76,20 @@ def _last_real_end(cq) -> int:
     return -1
 
 
+#: the smallest v1 record: a gap of more queue offsets than could fit in the log between
+#: the queue's last record and the new one is not loss but a damaged queue-offset field
+MIN_RECORD_SIZE = 91
+
+
+def gap_is_possible(cq, expect: int, phy_offset: int) -> bool:
+    """Whether records lost between the queue's last record and the one at ``phy_offset``
+    could account for the gap up to byte ``expect`` (each took at least 91 bytes)."""
+    mf = cq.mapped_file_queue.get_last_mapped_file()
+    current = mf.file_from_offset + mf.wrote_position if mf is not None else 0
+    last_end = max(cq.appender.max_physic_offset, 0)
+    return (expect - current) // CQ_STORE_UNIT_SIZE <= max(0, phy_offset - last_end) // MIN_RECORD_SIZE
+
+
 def fill_gap(cq, expect: int) -> bool:
     """Lost markers from the queue's end up to byte ``expect`` (a record arrives with a
     queue offset past the end: the ones between were lost). False when a file could not
@@ -124,6 +138,9 @@ def rebuild_from(cq, index: int, reput_service, log_min: int) -> bool:
         if start < reput_service.reput_from_offset:
             reput_service.reput_from_offset = start
         reput_service.do_reput_locked()
+    ledger = getattr(reput_service.commit_log, "damage", None)
+    if ledger is not None:
+        ledger.repaired_entries += 1
     log.warning("consume queue %s-%d: rebuilt from entry %d on (the log replayed from offset %d)",
                 cq.topic, cq.queue_id, index, start)
     return True

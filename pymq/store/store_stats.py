@@ -261,4 +261,5 @@ def store_stats(store, stats_service, backlog: TimerBacklog, offsets: Optional[d
         "delay": _delay(store, bounds),
         "timer": _timer(store, backlog),
         "services": services(store),
+        "damage": store.commit_log.damage.stats(),
     }
