@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import pathlib
+import shutil
 import subprocess
+import tempfile
 
 import pytest
 
@@ -45,6 +48,20 @@ def no_swallowed_exceptions(capfd):
     yield
     _, err = capfd.readouterr()
     assert "Exception ignored" not in err, err
+
+
+@pytest.fixture
+def scratch(tmp_path):
+    """A scratch directory in memory (/dev/shm) when there is one, else ``tmp_path``: the
+    fuzz tests copy, open, msync and delete stores many times over."""
+    if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
+        d = tempfile.mkdtemp(prefix="pymq-fuzz-", dir="/dev/shm")
+        try:
+            yield pathlib.Path(d)
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+    else:
+        yield tmp_path
 
 
 def snapshot(root) -> dict:

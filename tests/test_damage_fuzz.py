@@ -41,10 +41,7 @@ size is ``PYMQ_FUZZ_TRIALS=1000``.
 from __future__ import annotations
 
 import os
-import pathlib
 import random
-import shutil
-import tempfile
 from collections import Counter, defaultdict
 
 import pytest
@@ -58,18 +55,6 @@ NEW_STREAM_SALT = 0x5EED                                      # the puts after t
 TOTAL_KEYS = ["trials", "acknowledged", "overlapping", "destroyed", "verified_readable",
               "overlapping_intact_readable", "new_puts", "unchanged", "holes", "holes_reported"]
 
-
-@pytest.fixture
-def scratch(tmp_path):
-    """A scratch directory in memory (/dev/shm) when there is one, else ``tmp_path``."""
-    if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
-        d = tempfile.mkdtemp(prefix="pymq-damage-fuzz-", dir="/dev/shm")
-        try:
-            yield pathlib.Path(d)
-        finally:
-            shutil.rmtree(d, ignore_errors=True)
-    else:
-        yield tmp_path
 
 
 def commitlog_trial(root: str, mode: str, seed: int, f: sup.Findings, totals: Counter) -> str:

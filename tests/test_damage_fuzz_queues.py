@@ -35,11 +35,8 @@ Then the store is reopened as a writer (and started). Asserted, on the writer, a
 from __future__ import annotations
 
 import os
-import pathlib
 import random
-import shutil
 import struct
-import tempfile
 import time
 from collections import Counter, defaultdict
 
@@ -60,18 +57,6 @@ TOTAL_KEYS = ["trials", "acknowledged", "unchanged", "entries_overwritten", "ver
 CQ_VALUE_KINDS = ("copy", "foreign", "random", "shift")
 INDEX_VALUE_KINDS = ("copy", "foreign", "random", "link", "slot")
 
-
-@pytest.fixture
-def scratch(tmp_path):
-    """A scratch directory in memory (/dev/shm) when there is one, else ``tmp_path``."""
-    if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
-        d = tempfile.mkdtemp(prefix="pymq-queue-fuzz-", dir="/dev/shm")
-        try:
-            yield pathlib.Path(d)
-        finally:
-            shutil.rmtree(d, ignore_errors=True)
-    else:
-        yield tmp_path
 
 
 # -- damage -------------------------------------------------------------------------------------
