@@ -144,6 +144,7 @@ class MessageStore:
         replay_from = recover(cfg, self.last_exit_ok, self.commit_log, self.consume_queues, self.index_service,
                               self.checkpoint)
         self.consume_queues.apply_floors()
+        self.index_service.mark_boundary()       # a replay indexes no record twice
         for line in self.commit_log.damage.report_lines():
             self._note(line)
         self._load_table(self.consumer_offsets)
@@ -162,7 +163,9 @@ class MessageStore:
         if cfg.message_index_enable:
             self.router.index_builder = self.index_service.builder
         self.reput_service = ReputMessageService(self.commit_log, self.router, self._on_arrived)
+        self.reput_service.consume_queues = self.consume_queues
         self.reader.enable_repair(self.reput_service)
+        self.index_service.enable_repair(self.reput_service)
         self.put_gate = PutGate(self.commit_log.appender, self.disk_guard, self.reput_service,
                                 lambda: recover_topic_queue_table(self.commit_log, self.consume_queues),
                                 lambda: self._running and not self._closed)

@@ -296,17 +296,8 @@ def queue_trial(root: str, mode: str, seed: int, f: sup.Findings, totals: Counte
     return context
 
 
-# Issue 22 is open here: some damaged consume-queue entries (cut at open inside the last
-# files) and damaged index entries are not yet rebuilt from the log, so a key or a message
-# can be missed. Not strict: whether a trial meets such damage depends on the seed. Remove
-# the mark when they are rebuilt.
-QUEUES_OPEN = pytest.mark.xfail(strict=False, reason="issue 22 open: not every damaged consume-queue or "
-                                "index entry is rebuilt from the log yet")
-
-
 @pytest.mark.parametrize("exit_kind", ["clean", "sigkill"])
 @pytest.mark.parametrize("target", ["cq", "index"])
-@QUEUES_OPEN
 def test_queue_and_index_damage_fuzz(target, exit_kind, scratch, request):
     """Random bytes or plausible same-length garbage entries in one consume-queue file
     (``cq``) or index file (``index``) after a clean exit or a SIGKILL: reopened as a

@@ -25,7 +25,10 @@ cdef class IndexBuilder(DispatchSink):
 
     Every record but rolled-back transactions is indexed under ``topic#UNIQ_KEY`` and
     ``topic#word`` for each space-separated word of KEYS, unless it is older than the
-    current file's end offset (already indexed). ``roll()`` (Python) returns the file to
+    current file's end offset (already indexed). The record at that offset (a replay at
+    open meets it again) gets only the entries it lacks: ``boundary_phy`` and
+    ``boundary_hashes``, set at open, say which it has (a full file may have taken only
+    some of its keys). ``roll()`` (Python) returns the file to
     continue in when the current one is full, or None when there is no room for one: the
     builder then disables itself and keeps in ``paused_at`` the offset of the first record
     it could not index.
@@ -40,6 +43,8 @@ cdef class IndexBuilder(DispatchSink):
     cdef public bint enabled
     cdef readonly long long indexed
     cdef public long long paused_at
+    cdef public long long boundary_phy   # the newest record indexed at open (-1: none) ...
+    cdef public object boundary_hashes   # ... and the key hashes it has entries for (a set)
     cdef MappedFile pinned          # the current file's mapping, pinned for a GIL-free stretch
     cdef char last_topic[128]
     cdef Py_ssize_t last_topic_len
@@ -50,6 +55,8 @@ cdef class IndexBuilder(DispatchSink):
         self.roll = roll
         self.enabled = True
         self.paused_at = -1
+        self.boundary_phy = -1
+        self.boundary_hashes = None
         self.last_topic_len = -1
 
     def set_current(self, IndexFile f):
@@ -57,6 +64,8 @@ cdef class IndexBuilder(DispatchSink):
 
     cdef int _put(self, int32_t h, int64_t phy, int64_t ts) except -1:
         cdef object nxt
+        if phy == self.boundary_phy and self.boundary_hashes is not None and h in self.boundary_hashes:
+            return 0                        # a replay met the newest record indexed before the open
         if self.current is None or self.current.put_hashed(h, phy, ts) == 0:
             nxt = self.roll()
             if nxt is None:
@@ -155,6 +164,8 @@ cdef class IndexBuilder(DispatchSink):
                 continue
             if r.commitlog_offset < pymq_get_i64(ibase + 24):
                 continue
+            if r.commitlog_offset == self.boundary_phy:
+                return i                    # its keys may be there already: accept() sorts it out
             rec = base + (r.commitlog_offset - file_from)
             count = pymq_get_i32(ibase + 36)
             if count <= 0:

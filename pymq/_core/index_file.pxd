@@ -90,6 +90,7 @@ cdef class IndexFile:
     cdef readonly int hash_slot_num
     cdef readonly int index_num
     cdef Py_ssize_t entries_pos
+    cdef public bint verified       # first_problem() found the file whole (see IndexService)
 
     cdef char *_base(self) except NULL
     cdef void _put64(self, Py_ssize_t pos, int64_t v) except *

@@ -37,6 +37,8 @@ release fence, slot, then the header.
 """
 
 cimport cython
+from libc.stdint cimport uint8_t
+from libc.stdlib cimport calloc, free
 from libc.string cimport memcmp
 
 from pymq._core.mapped_file cimport segment_for
@@ -82,6 +84,19 @@ cdef Py_ssize_t _record_has_key(const char *rec, Py_ssize_t avail, const char *t
                     w = we + 1
         s = e + 1
     return 0
+
+
+cdef object _store_time_at(list files, long long file_size, int64_t phy):
+    """The store time of the record at ``phy`` when the log holds a whole one there."""
+    cdef MappedFile seg = segment_for(files, phy, file_size)
+    cdef RecordLayout lay
+    cdef Py_ssize_t rel
+    if seg is None or seg.base == NULL or phy < seg.file_from_offset or phy - seg.file_from_offset >= seg.wrote:
+        return None
+    rel = <Py_ssize_t>(phy - seg.file_from_offset)
+    if record_layout(seg.base + rel, seg.wrote - rel, &lay) <= 0:
+        return None
+    return lay.store_timestamp
 
 
 @cython.final
@@ -230,7 +245,8 @@ cdef class IndexFile:
                         rel = <Py_ssize_t>(phy - seg.file_from_offset)
                         size = _record_has_key(seg.base + rel, seg.wrote - rel, topic, topic_len,
                                                key, key_len, begin, end, &lays[n])
-                        matched = size > 0
+                        # the acceptance rule: a record starts where its PHYSICALOFFSET says
+                        matched = size > 0 and pymq_get_i64(seg.base + rel + 28) == phy
                         sizes[n] = size
                         for j in range(n):
                             if out[j] == phy:
@@ -271,6 +287,98 @@ cdef class IndexFile:
                                        found, lays, sizes, 0, True, commitlog_files, commitlog_file_size,
                                        t, len(t), k, len(k))
         return [found[i] for i in range(n)]
+
+    def hashes_at_end(self, long long phy) -> list:
+        """Key hashes of the newest entries whose record is at ``phy``."""
+        cdef char *base = self._base()
+        cdef int32_t i = pymq_get_i32(base + 36) - 1
+        cdef Py_ssize_t pos
+        out = []
+        if i >= self.index_num:
+            return out
+        while i >= 1:
+            pos = self.entries_pos + <Py_ssize_t>i * ENTRY_SIZE
+            if pymq_get_i64(base + pos + 4) != phy:
+                break
+            out.append(pymq_get_i32(base + pos))
+            i -= 1
+        return out
+
+    def first_problem(self, list commitlog_files=None, long long commitlog_file_size=0):
+        """The first way the file's structure is not one the builder writes, as a sentence,
+        or None when it is whole. Checked (O(entries + slots), in C): the count within
+        the file; every entry's hash >= 0, its record offset not below the previous
+        entry's (entries are appended in log order) and its chain link to an older entry
+        of the same slot, linked from one place only; every slot pointing at a counted
+        entry of its own slot; every entry reachable from its slot; the header's begin and
+        end offsets those of the first and last entries and, where the log still holds
+        those records, its begin and end times their store times. A damaged file is
+        rebuilt from the log by the index service."""
+        cdef char *base = self._base()
+        cdef int32_t count = pymq_get_i32(base + 36)
+        cdef int32_t i, h, p, v, slots = self.hash_slot_num
+        cdef int64_t phy, last_phy, first_phy = -1
+        cdef Py_ssize_t pos, s, marked = 0
+        cdef uint8_t *seen
+        if count <= 0:
+            count = 1
+        if count > self.index_num:
+            return f"indexCount {count} exceeds the file's {self.index_num} entries"
+        seen = <uint8_t *>calloc(<size_t>count // 8 + 1, 1)
+        if seen == NULL:
+            raise MemoryError()
+        try:
+            last_phy = -1
+            for i in range(1, count):
+                pos = self.entries_pos + <Py_ssize_t>i * ENTRY_SIZE
+                h = pymq_get_i32(base + pos)
+                phy = pymq_get_i64(base + pos + 4)
+                p = pymq_get_i32(base + pos + 16)
+                if h < 0:
+                    return f"entry {i}: negative key hash {h}"
+                if phy < last_phy or phy < 0:
+                    return f"entry {i}: record offset {phy} before the previous entry's {last_phy}"
+                if pymq_get_i32(base + pos + 12) < 0:
+                    return f"entry {i}: negative time difference"
+                if p < 0 or p >= i:
+                    return f"entry {i}: chain link {p} is not an older entry"
+                if p > 0:
+                    if seen[p >> 3] & (1 << (p & 7)):
+                        return f"entry {i}: entry {p} is linked from two places"
+                    seen[p >> 3] |= 1 << (p & 7)
+                    marked += 1
+                    if pymq_get_i32(base + self.entries_pos + <Py_ssize_t>p * ENTRY_SIZE) % slots != h % slots:
+                        return f"entry {i}: chain link {p} is an entry of another slot"
+                if i == 1:
+                    first_phy = phy
+                last_phy = phy
+            for s in range(slots):
+                v = pymq_get_i32(base + HEADER_SIZE + s * SLOT_SIZE)
+                if v == 0:
+                    continue
+                if v < 0 or v >= count:
+                    return f"slot {s}: points at entry {v}, not one of the {count - 1} counted"
+                if seen[v >> 3] & (1 << (v & 7)):
+                    return f"slot {s}: entry {v} is also linked from a newer entry"
+                seen[v >> 3] |= 1 << (v & 7)
+                marked += 1
+                if pymq_get_i32(base + self.entries_pos + <Py_ssize_t>v * ENTRY_SIZE) % slots != s:
+                    return f"slot {s}: entry {v} belongs to another slot"
+            if marked != count - 1:
+                return f"{count - 1 - marked} of {count - 1} entries cannot be reached from their slot"
+        finally:
+            free(seen)
+        if count > 1:
+            if pymq_get_i64(base + 16) != first_phy:
+                return f"header: begin offset {pymq_get_i64(base + 16)}, first entry's {first_phy}"
+            if pymq_get_i64(base + 24) != last_phy:
+                return f"header: end offset {pymq_get_i64(base + 24)}, last entry's {last_phy}"
+            if commitlog_files is not None:
+                for phy, pos, what in ((first_phy, 0, "begin"), (last_phy, 8, "end")):
+                    ts = _store_time_at(commitlog_files, commitlog_file_size, phy)
+                    if ts is not None and ts != pymq_get_i64(base + pos):
+                        return f"header: {what} time {pymq_get_i64(base + pos)}, its record's {ts}"
+        return None
 
     def flush(self):
         """Force the whole file to disk."""

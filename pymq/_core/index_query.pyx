@@ -27,6 +27,10 @@ cdef class IndexQuerier:
     to oldest (skipping files whose time range misses the query, stopping at one that
     begins before it), verify each candidate against its record, decode the matches.
 
+    A file not checked yet is checked the first time a query reaches it
+    (``service.check_file``: the file's structure, once); a damaged one is rebuilt from
+    the log by the service before the query goes on, so damage never hides a key.
+
     ``files`` is the index service's list of files, which the service replaces (never
     changes in place) whenever files roll or go; the commit log's ``mapped_files`` is
     read on each call.
@@ -92,6 +96,9 @@ cdef class IndexQuerier:
             f = <IndexFile>files[i]
             if f.mapped_file.base == NULL:
                 f._base()                     # raises: the file was closed
+            if not f.verified and self.service is not None and not self.service.check_file(f):
+                # the file was damaged and the service rebuilt it from the log: start over
+                return self.query_message(topic, key, max_num, begin, end)
             fb = pymq_get_i64(f.mapped_file.base)
             fe = pymq_get_i64(f.mapped_file.base + 8)
             if (begin < fb and e > fe) or (fb <= begin <= fe) or (fb <= e <= fe):

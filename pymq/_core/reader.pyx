@@ -425,7 +425,7 @@ cdef class QueueReader:
                     self._event(EV_LOST, offset + (pos - start) // CQ_STORE_UNIT_SIZE, offset_py)
                     pos += CQ_STORE_UNIT_SIZE
                     continue
-                if next_file_start >= 0 and offset_py < next_file_start:
+                if next_file_start >= 0 and 0 <= offset_py < next_file_start:
                     pos += CQ_STORE_UNIT_SIZE
                     continue
                 in_disk = max_phy - offset_py > self.memory_window
@@ -440,7 +440,7 @@ cdef class QueueReader:
                 if filtered and <int>tags_code not in tag_codes:
                     pos += CQ_STORE_UNIT_SIZE
                     continue
-                if offset_py < cl_min:
+                if 0 <= offset_py < cl_min:
                     # the segment was deleted (RocketMQ: MESSAGE_WAS_REMOVING, skip its entries)
                     if not buffer_total:
                         status = MESSAGE_WAS_REMOVING

@@ -88,14 +88,19 @@ class ConsumeQueue:
 
     def recover(self) -> bool:
         """Find the last whole entry (``ConsumeQueue.recover``): from the third-last file,
-        read entries while their offset >= 0 and size > 0; cut everything after. Returns
-        False when the cut dropped entries that were followed by more data (damage): the
-        queue must then be refilled from the commit log."""
+        read entries while their offset >= 0 and size > 0; cut everything after. pymq also
+        ends the scan at an entry that cannot describe a record: past the end of the log's
+        files, or before the end of the queue's previous record (entries are in log order).
+        Returns False when the cut dropped entries that were followed by more data
+        (damage): the queue must then be refilled from the commit log, from the end of the
+        last good entry."""
         mfq = self.mapped_file_queue
         files = mfq.mapped_files
         if not files:
             self.appender.set_state(None, -1)
             return True
+        log_files = self.commit_log.mapped_file_queue.mapped_files
+        log_extent = (log_files[-1].file_from_offset + log_files[-1].file_size) if log_files else 0
         index = max(0, len(files) - 3)
         process = files[index].file_from_offset
         max_phy = -1
@@ -108,7 +113,10 @@ class ConsumeQueue:
                 if unit is None or unit[0] < 0 or unit[1] <= 0:
                     complete = False
                     break
-                if unit[1] != 0x7FFFFFFF:
+                if unit[1] != LOST_SIZE:
+                    if unit[0] < max_phy or unit[0] + unit[1] > log_extent:
+                        complete = False
+                        break
                     max_phy = unit[0] + unit[1]
                 pos += CQ_STORE_UNIT_SIZE
             process = mf.file_from_offset + pos
@@ -116,6 +124,9 @@ class ConsumeQueue:
                 break
             index += 1
         whole = not self._data_after(process)
+        if not whole:
+            self.commit_log.damage.queue_rebuilt(self.topic, self.queue_id, process // CQ_STORE_UNIT_SIZE,
+                                                 "cannot describe a record (bad shape, past the log, or out of order)")
         mfq.flushed_where = process
         mfq.truncate_dirty_files(process)
         self.appender.set_state(mfq.get_last_mapped_file(), max_phy)
@@ -137,12 +148,13 @@ class ConsumeQueue:
             pos += CQ_STORE_UNIT_SIZE
         return False
 
-    def verify_tail(self) -> bool:
-        """After a crash: check every entry against the commit log (in C, about 0.1 us an
-        entry) and cut at the first that does not describe its record. Returns False when
-        it cut. RocketMQ rescans only the last three files, and only for entry shape."""
+    def verify_tail(self, last_files: int = 0) -> bool:
+        """Check entries against the commit log (in C, about 0.1 us an entry) and cut at
+        the first that does not describe its record: every entry after a crash, the
+        ``last_files`` newest files after a clean exit. Returns False when it cut.
+        RocketMQ rescans only the last three files, and only for entry shape."""
         mfq = self.mapped_file_queue
-        files = mfq.mapped_files
+        files = mfq.mapped_files[-last_files:] if last_files > 0 else mfq.mapped_files
         cl = self.commit_log
         topic = self.topic.encode("utf-8")
         # entries of segments cleaning deleted are gone, not damage: start after them
@@ -152,8 +164,8 @@ class ConsumeQueue:
             bad = verify_entries(mf, start, mf.wrote_position, cl.mapped_file_queue.mapped_files,
                                  cl.file_size, topic, self.queue_id)
             if bad < mf.wrote_position:
-                log.warning("consume queue %s-%d: entry %d does not match the commit log; cut there",
-                            self.topic, self.queue_id, (mf.file_from_offset + bad) // CQ_STORE_UNIT_SIZE)
+                cl.damage.queue_rebuilt(self.topic, self.queue_id, (mf.file_from_offset + bad) // CQ_STORE_UNIT_SIZE,
+                                        "does not describe its record in the commit log")
                 self.truncate_to(mf.file_from_offset + bad)
                 return False
         return True

@@ -150,12 +150,13 @@ class ConsumeQueueStore:
                 dropped = True
         return dropped
 
-    def verify_against_log(self) -> int:
-        """After a crash: check the last files of every queue against the commit log; cut
-        at the first wrong entry. Returns the smallest end of a cut queue, or -1."""
+    def verify_against_log(self, last_files: int = 0) -> int:
+        """Check every queue's entries (the ``last_files`` newest files of each, all when
+        0) against the commit log; cut at the first wrong entry. Returns the smallest end
+        of a cut queue, or -1."""
         refill_from = -1
         for cq in self.queues():
-            if not cq.verify_tail():
+            if not cq.verify_tail(last_files):
                 end = max(cq.max_physic_offset, 0)
                 refill_from = end if refill_from < 0 else min(refill_from, end)
         return refill_from

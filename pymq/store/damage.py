@@ -35,6 +35,8 @@ class DamageLedger:
         self.bad_entries = 0         # queue entries that did not describe their record
         self.lost_entries = 0        # queue entries whose record the log no longer holds
         self.repaired_entries = 0    # queue entries rewritten from the log
+        self.rebuilt_queues: list[tuple[str, int, int, str]] = []   # (topic, queue id, from entry, why)
+        self.damaged_index_files: list[tuple[str, str, bool]] = []   # (path, why, rebuilt)
         self._seen: set = set()
 
     # -- holes -------------------------------------------------------------------------------
@@ -94,14 +96,38 @@ class DamageLedger:
             log.error("consume queue %s-%d: the record of entry %d (commit-log offset %d) is lost to damage; "
                       "skipped", topic, queue_id, queue_offset, offset)
 
+    def queue_rebuilt(self, topic: str, queue_id: int, index: int, why: str) -> None:
+        """Recovery cut a queue at entry ``index`` (``why``); the dispatcher rewrites it
+        from the log with the records' own queue offsets."""
+        with self._lock:
+            self.rebuilt_queues.append((topic, queue_id, index, why))
+        log.error("consume queue %s-%d: entry %d %s; cut there and rebuilt from the commit log",
+                  topic, queue_id, index, why)
+
+    def index_damaged(self, path: str, why: str, rebuilt: bool, replay_from: int = -1) -> None:
+        """An index file whose structure the builder could not have written (``why``);
+        a writer drops it with every later file and rebuilds them from the log."""
+        with self._lock:
+            self.damaged_index_files.append((path, why, rebuilt))
+        if rebuilt:
+            log.error("index file %s: %s; dropped with the files after it, rebuilt from commit-log offset %d",
+                      path, why, replay_from)
+        else:
+            log.error("index file %s: %s; a query may miss keys it holds until a writer opens the store "
+                      "and rebuilds it", path, why)
+
     # -- reporting ---------------------------------------------------------------------------
 
     def report_lines(self) -> list[str]:
-        """One line per hole and torn tail, for ``store.open_report``."""
+        """One line per hole, torn tail and rebuilt queue, for ``store.open_report``."""
         lines = [f"commit log: hole [{s}, {e}) of {e - s} bytes fenced; records after it kept"
                  for s, e in self.holes]
         lines += [f"commit log: torn tail of {n} bytes at {o} cut" + (f" (kept as {k})" if k else "")
                   for o, n, k in self.torn_tails]
+        lines += [f"consume queue {t}-{q}: entry {i} {why}; rebuilt from the commit log"
+                  for t, q, i, why in self.rebuilt_queues]
+        lines += [f"index file {p}: {why}; " + ("rebuilt from the commit log" if r else "not rebuilt (read-only)")
+                  for p, why, r in self.damaged_index_files]
         return lines
 
     def stats(self) -> dict:
@@ -113,4 +139,7 @@ class DamageLedger:
             "bad_entries": self.bad_entries,
             "lost_entries": self.lost_entries,
             "repaired_entries": self.repaired_entries,
+            "damaged_index_files": [{"path": p, "why": why, "rebuilt": r} for p, why, r in self.damaged_index_files],
+            "rebuilt_queues": [{"topic": t, "queue_id": q, "from_entry": i, "why": why}
+                               for t, q, i, why in self.rebuilt_queues],
         }

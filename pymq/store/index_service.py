@@ -59,6 +59,8 @@ class IndexService:
         self.builder.enabled = config.message_index_enable
         self.enabled = config.message_index_enable
         self.disk_guard = None                  # set by the store (DiskGuard) for writers
+        self.replay_from: Optional[int] = None  # where the log must be replayed to rebuild damaged files
+        self._reput = None                      # set by enable_repair (writers)
         # a pause for want of space is one episode: logged when it starts (ten-minute
         # reminders while it lasts) and when a new index file is created again
         self.pause_log = EpisodeLog(log, "indexing")
@@ -76,24 +78,107 @@ class IndexService:
     # -- files -------------------------------------------------------------------------------
 
     def load(self) -> None:
-        """Map the existing index files in name (time) order."""
+        """Map the existing index files in name (time) order. A file of the wrong size is
+        damage: a writer rebuilds it and every later file from the log (``replay_from``)."""
         if not os.path.isdir(self.store_path):
             return
         files = []
-        for name in sorted(n for n in os.listdir(self.store_path) if n.isdigit()):
+        names = sorted(n for n in os.listdir(self.store_path) if n.isdigit())
+        for i, name in enumerate(names):
             path = os.path.join(self.store_path, name)
             try:
                 mf = MappedFile(path, self.file_size, writable=not self.read_only)
             except Exception as e:      # a wrong size: the index is rebuilt from the log
                 if self.read_only:
                     log.warning("index file %s unusable (%s); not read", path, e)
-                else:
-                    log.warning("index file %s unusable (%s); deleting it", path, e)
-                    os.remove(path)
-                continue
+                    continue
+                self._note_rebuilt(path, f"unusable ({e})", files)
+                for later in names[i:]:
+                    os.remove(os.path.join(self.store_path, later))
+                break
             files.append(IndexFile(mf, self.hash_slot_num, self.index_num))
         self.index_files = files
         self.builder.set_current(files[-1] if files else None)
+
+    def mark_boundary(self) -> None:
+        """Tell the builder which keys the newest indexed record has entries for, so a
+        replay through it (at open) adds only the missing ones."""
+        files = self.index_files
+        b = self.builder
+        b.boundary_phy, b.boundary_hashes = -1, None
+        if not files:
+            return
+        phy = files[-1].end_phy_offset
+        hashes = set()
+        for f in files[-2:]:
+            hashes.update(f.hashes_at_end(phy))
+        if hashes:
+            b.boundary_phy, b.boundary_hashes = phy, hashes
+
+    # -- damage: checked once, rebuilt from the log -------------------------------------------
+
+    def enable_repair(self, reput_service) -> None:
+        """Let a damaged file found by a query be rebuilt at once (writers)."""
+        self._reput = reput_service
+
+    def verify_newest(self, count: int) -> Optional[int]:
+        """At open: check the ``count`` newest files (all when 0); a damaged one is dropped
+        with every later file. Returns the commit-log offset the dispatcher must replay
+        from to rebuild them, or None. Older files are checked when a query first reaches
+        them (``check_file``)."""
+        files = self.index_files
+        for k in range(max(0, len(files) - count) if count > 0 else 0, len(files)):
+            problem = self._problem(files[k])
+            if problem is not None:
+                return self._drop_from(k, problem)
+        return self.replay_from
+
+    def check_file(self, f: IndexFile) -> bool:
+        """A query reached ``f`` unchecked: check it once. True when it is whole (or, read
+        only, when it can only be reported); False when it was damaged and has been
+        rebuilt from the log (the caller starts over)."""
+        problem = self._problem(f)
+        if problem is None or self.read_only or self._reput is None:
+            f.verified = True
+            return True
+        with self._reput._lock:
+            files = self.index_files
+            if f not in files:
+                return False                 # rebuilt meanwhile by another query
+            start = self._drop_from(files.index(f), problem)
+            self._reput.reput_from_offset = min(self._reput.reput_from_offset, start)
+            self._reput.do_reput_locked()
+        return False
+
+    def _problem(self, f: IndexFile) -> Optional[str]:
+        cl = self.commit_log
+        problem = f.first_problem(cl.mapped_file_queue.mapped_files, cl.file_size)
+        if problem is None:
+            f.verified = True
+        elif self.read_only and not f.verified:
+            f.verified = True                # reported once; a writer will rebuild it
+            cl.damage.index_damaged(f.mapped_file.file_name, problem, rebuilt=False)
+        return problem
+
+    def _drop_from(self, k: int, why: str) -> int:
+        """Delete file ``k`` (damaged: ``why``) and every later one; returns where the log
+        must be replayed from to rebuild them: the end of file ``k - 1``, else the start."""
+        files = self.index_files
+        if self.read_only:
+            return self.replay_from if self.replay_from is not None else 0
+        self._note_rebuilt(files[k].mapped_file.file_name, why, files[:k])
+        with self._lock:
+            self.index_files = files[:k]
+            self.builder.set_current(files[k - 1] if k else None)
+            self.builder.boundary_phy, self.builder.boundary_hashes = -1, None   # its entries are gone
+        for f in files[k:]:
+            f.mapped_file.destroy()
+        return self.replay_from
+
+    def _note_rebuilt(self, path: str, why: str, kept: list) -> None:
+        start = kept[-1].end_phy_offset if kept else 0
+        self.replay_from = start if self.replay_from is None else min(self.replay_from, start)
+        self.commit_log.damage.index_damaged(path, why, rebuilt=True, replay_from=start)
 
     def follow(self) -> None:
         """Read-only stores: map index files another process created since the last look
@@ -144,6 +229,7 @@ class IndexService:
             f = IndexFile(mf, self.hash_slot_num, self.index_num,
                           prev.end_phy_offset if prev is not None else 0,
                           prev.end_timestamp if prev is not None else 0)
+            f.verified = True                   # written here, from the log
             self.index_files = self.index_files + [f]
             self.pause_log.succeeded()          # ends a pause episode ("recovered after ...")
             if prev is not None:

@@ -4,7 +4,9 @@ RocketMQ's ``DefaultMessageStore.recover``: consume queues first (each cut at it
 whole entry), then the commit log. After a clean exit the last segments are rescanned
 (``recoverNormally``); after a crash the walk starts at the checkpoint's segment
 (``recoverAbnormally``, CRC-checked). Queue entries and index files past the recovered end
-are cut; after a crash every queue's entries are also checked against the log. Then the
+are cut; every queue's entries are also checked against the log (all of them after a
+crash, the last three files after a clean exit); so are the three newest index files
+(older ones when a query first reaches them), a damaged one rebuilt from the log. Then the
 topic-queue table (each queue's next offset) is rebuilt from the queues.
 """
 
@@ -14,6 +16,10 @@ from typing import Optional
 
 from pymq.config import StoreConfig
 
+#: after a clean exit, the newest consume-queue files of each queue checked against the
+#: log (the files RocketMQ's recovery rescans); older entries are checked when read
+CLEAN_EXIT_VERIFIED_FILES = 3
+
 
 def recover(config: StoreConfig, last_exit_ok: bool, commit_log, consume_queues, index_service,
             checkpoint) -> Optional[int]:
@@ -22,7 +28,13 @@ def recover(config: StoreConfig, last_exit_ok: bool, commit_log, consume_queues,
     max_phy_of_queues, refill_from = consume_queues.recover()
     replay_from = None
     if last_exit_ok:
+        files = commit_log.mapped_file_queue.mapped_files
+        # the segments the walk rescans are dispatched again too (the queues skip what
+        # they hold): a queue whose newest entries were lost gets them back
+        rescanned = files[max(0, len(files) - CLEAN_EXIT_VERIFIED_FILES)].file_from_offset if files else None
         process = commit_log.recover_normally(check_crc=config.check_crc_on_recover)
+        if rescanned is not None:
+            replay_from = rescanned
     else:
         min_ts = (checkpoint.min_timestamp_index() if config.message_index_enable and config.message_index_safe
                   else checkpoint.min_timestamp())
@@ -31,11 +43,15 @@ def recover(config: StoreConfig, last_exit_ok: bool, commit_log, consume_queues,
         consume_queues.destroy_all()
     elif max_phy_of_queues >= process:
         consume_queues.truncate_dirty(process)
-    if not last_exit_ok:
-        cut = consume_queues.verify_against_log()
-        if cut >= 0:
-            refill_from = cut if refill_from < 0 else min(refill_from, cut)
+    # every entry after a crash; after a clean exit the window recovery rescanned
+    cut = consume_queues.verify_against_log(0 if not last_exit_ok else CLEAN_EXIT_VERIFIED_FILES)
+    if cut >= 0:
+        refill_from = cut if refill_from < 0 else min(refill_from, cut)
     index_service.truncate(process)
+    if config.message_index_enable:
+        rebuild_index_from = index_service.verify_newest(CLEAN_EXIT_VERIFIED_FILES)
+        if rebuild_index_from is not None:
+            replay_from = rebuild_index_from if replay_from is None else min(replay_from, rebuild_index_from)
     if refill_from >= 0:                      # a queue lost entries in its middle
         replay_from = refill_from if replay_from is None else min(replay_from, refill_from)
     return replay_from
@@ -43,15 +59,18 @@ def recover(config: StoreConfig, last_exit_ok: bool, commit_log, consume_queues,
 
 def dispatch_start(config: StoreConfig, queues_whole: bool, replay_from: Optional[int], commit_log,
                    consume_queues, index_service) -> int:
-    """The commit-log offset the dispatcher resumes at: after a clean exit where the queues
-    end (RocketMQ's rule); after a crash where recovery began (``replay_from``, the
-    checkpoint's segment); an index that is behind catches up too; damaged queue files
+    """The commit-log offset the dispatcher resumes at: where the queues end (RocketMQ's
+    rule after a clean exit), or earlier where recovery began (``replay_from``: the
+    checkpoint's segment after a crash, the rescanned segments after a clean exit, a
+    queue or index file rebuilt); an index that is behind catches up too; damaged queue files
     (``queues_whole`` False) mean a replay of the whole log. Never before the log's first
     record. Dispatch skips what queues and index already hold."""
     if not queues_whole:
         start = 0
     else:
-        start = consume_queues.max_physic_offset() if replay_from is None else replay_from
+        start = consume_queues.max_physic_offset()
+        if replay_from is not None:
+            start = min(start, replay_from)
         if config.message_index_enable:
             start = min(start, index_service.indexed_through())
     return max(start, commit_log.get_min_offset(), 0)

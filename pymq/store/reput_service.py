@@ -8,7 +8,10 @@ walks segments, handles the end-of-file blanks and wakes readers waiting for new
 A record that fails the acceptance rule (``record.record_at``) is a hole: the dispatcher
 steps over it to the next valid record (``record.next_record``), records the hole in the
 commit log's ``DamageLedger`` and counts it in ``errors``; the records after it are
-dispatched with their own queue offsets (the queue marks the offsets in between lost).
+dispatched with their own queue offsets (the queue marks the offsets in between lost), and
+the queue offsets of the records destroyed in the hole, as far as they can be read, are
+marked lost too (``hole_salvage``), so the newest record of a queue lost to a hole never
+has its offset handed out again.
 Recovery fences the holes it finds before the service starts, so in normal operation this
 only runs on replays through them.
 """
@@ -23,6 +26,7 @@ from typing import Callable, Optional
 from pymq._core import record
 from pymq._core.dispatch import CqRouter, dispatch_segment
 
+from .hole_salvage import mark_salvaged
 from .service_thread import ServiceThread
 
 log = logging.getLogger("pymq")
@@ -41,6 +45,7 @@ class ReputMessageService(ServiceThread):
         self.on_arrived = on_arrived
         self.reput_from_offset = 0
         self.errors = 0
+        self.consume_queues = None          # set by the store: salvaged queue offsets of holes
         self._lock = threading.Lock()
         self._idle_since = time.monotonic()
 
@@ -115,7 +120,11 @@ class ReputMessageService(ServiceThread):
             resume = cl.roll_next_file(mf.file_from_offset)
         else:
             return None
-        cl.damage.add_hole(mf.file_from_offset + pos, resume, "dispatch")
+        start = mf.file_from_offset + pos
+        cl.damage.add_hole(start, resume, "dispatch")
+        if self.consume_queues is not None:
+            # the queue offsets of records destroyed in it are never handed out again
+            mark_salvaged(self.consume_queues, mf.read(pos, min(resume - start, mf.file_size - pos)), start)
         return resume
 
     def run_once(self) -> None:
