@@ -179,6 +179,8 @@ class MessageStore:
             log.error("store opened on a full disk: dispatch incomplete (%s); puts are refused until "
                       "space returns and the queues catch up", e)
             self.put_gate.dispatch_incomplete = True
+        if self.consume_queues.forget_empty():   # opened by the replay for nothing
+            self.router.forget()
         recover_topic_queue_table(self.commit_log, self.consume_queues)
         self.schedule_service.offsets.strict = cfg.strict_open
         self.schedule_service.load()

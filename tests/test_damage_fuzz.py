@@ -188,16 +188,7 @@ def commitlog_trial(root: str, mode: str, seed: int, f: sup.Findings, totals: Co
     return context
 
 
-# Known limit (issue 22's note): RocketMQ's record format checks its body by CRC but not
-# its header. Damage that changes only the QUEUEID field (or QUEUEOFFSET by a plausible
-# amount) leaves a record that passes the acceptance rule; when its queue entry is rebuilt
-# from the log (after a crash every entry is verified) the record goes to the queue it now
-# names. Not strict: a trial meets it about once in a hundred.
-SIGKILL_OPEN = pytest.mark.xfail(strict=False, reason="a header field the body CRC does not cover can be "
-                                 "altered into another valid record (issue 22's note)")
-
-
-@pytest.mark.parametrize("mode", ["clean", pytest.param("sigkill", marks=SIGKILL_OPEN)])
+@pytest.mark.parametrize("mode", ["clean", "sigkill"])
 def test_commitlog_damage_fuzz(mode, scratch, request):
     """Random 1-64 byte damage in a random commit-log segment, after a clean exit or a
     SIGKILL: (a) every acknowledged record not overlapping it stays readable at its queue

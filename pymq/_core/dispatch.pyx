@@ -80,6 +80,8 @@ cdef Py_ssize_t parse_request(const char *rec, Py_ssize_t avail, int64_t phys, D
     cdef int64_t level
     if total <= 0:
         return total
+    if pymq_get_i64(rec + 28) != phys:
+        return -1                   # the acceptance rule: a record lies where PHYSICALOFFSET says
     out.commitlog_offset = phys
     out.msg_size = <int32_t>total
     out.queue_id = pymq_get_i32(rec + 12)

@@ -320,9 +320,13 @@ cdef class QueueReader:
                               flt.codes if flt is not None else (), flt.names_utf8 if flt is not None else (), raw,
                               may_repair and self.repair is not None)
                 self._report(r, topic, queue_id)
-                if self.bad_index >= 0 and self._repair(topic, queue_id) and r.message_count == 0:
-                    # the queue was rebuilt from the bad entry on: read it again (once)
-                    return self._pull(topic, queue_id, offset, max_msgs, tags, raw, False)
+                if self.bad_index >= 0:
+                    self._repair(topic, queue_id)
+                    if r.message_count == 0:
+                        # the queue was rebuilt from the bad entry on, or the entry stays (its
+                        # record's header is the damaged side): read again (once), skipping
+                        # what is still bad
+                        return self._pull(topic, queue_id, offset, max_msgs, tags, raw, False)
         if r.status is FOUND:
             self.found_count += 1
             self.got_messages += r.raw_count if raw else len(r.messages)

@@ -6,7 +6,8 @@
     next to pymq's own ``put_messages`` rate: dispatch must keep up with appends.
 ``get_message``
     pymq pulls of 32 messages (``MessageExt`` objects with their bodies, each body touched)
-    next to queuelib ``FifoDiskQueue.pop`` and an lmdb read cursor (``iternext``).
+    with the body CRC checked (the default) and without (``pymq-no-crc``: the check's
+    cost), next to queuelib ``FifoDiskQueue.pop`` and an lmdb read cursor (``iternext``).
 ``time_lookup``
     ``get_offset_in_queue_by_time`` on one queue of ``--lookup-queue-size`` entries, random
     times, LOWER and UPPER alternately, with per-call latency percentiles; next to
@@ -16,6 +17,7 @@
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import os
 import random
 import time
@@ -23,7 +25,7 @@ from typing import Any
 
 import pymq
 
-from .base import TOPIC, Workload, _batch_sizes, _expect
+from .base import TOPIC, Workload, _batch_sizes, _expect, store_config
 from .write import PymqPutMessages, _LmdbWorkload, _PymqWorkload
 
 
@@ -117,6 +119,23 @@ class PymqGetMessage(_PymqWorkload):
 
     def check(self) -> None:
         _expect(self.offset == self.read, f"read {self.read} messages, queue offset {self.offset}")
+
+
+class PymqGetMessageNoCrc(PymqGetMessage):
+    """pymq get_message with ``check_crc_on_read=False``: the same pulls without the body
+    CRC check, so the row beside ``pymq`` shows what the check costs."""
+
+    implementation = "pymq-no-crc"
+    operation = "get_message(..., max_msgs=32), bodies touched, check_crc_on_read=False"
+
+    def note(self) -> str:
+        return super().note() + "; check_crc_on_read=False"
+
+    def open(self, path: str) -> None:
+        self.last, self.written = None, 0
+        cfg = dataclasses.replace(store_config(self.options), check_crc_on_read=False)
+        self.store = pymq.MessageStore(os.path.join(path, "store"), cfg)
+        self.store.start()
 
 
 class QueuelibPop(Workload):

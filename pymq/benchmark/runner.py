@@ -23,8 +23,8 @@ from .aio import (PymqAioPut, PymqAioSyncPut, PymqAioWakeup, PymqThreadPut, Pymq
 from .base import PEERS, BenchOptions, Workload, store_config
 from .commit import (PymqCommitOffset, PymqConsumerCommit, PymqConsumerCommitThreads, SqliteCommitOffset,
                      SqliteDurableCommit)
-from .read import (BisectTimeLookup, LmdbCursorRead, PymqDispatch, PymqGetMessage, PymqPutMessagesReference,
-                   PymqTimeLookup, QueuelibPop)
+from .read import (BisectTimeLookup, LmdbCursorRead, PymqDispatch, PymqGetMessage, PymqGetMessageNoCrc,
+                   PymqPutMessagesReference, PymqTimeLookup, QueuelibPop)
 from .delivery import PymqDelayDelivery, PymqPutWithoutTimers, PymqPutWithTimers, PymqTimerDelivery
 from .pop import LitequeuePopDone, PersistQueueAck, PymqPopAck
 from .query import LmdbGet, PymqQueryMessage, SqliteSelect
@@ -39,7 +39,7 @@ WORKLOADS: tuple[type[Workload], ...] = (
     PymqPutMessage, LmdbPutPerTxn, QueuelibPush, SqliteInsertPerTxn,
     PymqPutMessages, LmdbPutMulti, SqliteExecutemany,
     PymqDispatch, PymqPutMessagesReference,
-    PymqGetMessage, QueuelibPop, LmdbCursorRead, SqliteReadPages,
+    PymqGetMessage, PymqGetMessageNoCrc, QueuelibPop, LmdbCursorRead, SqliteReadPages,
     PymqTimeLookup, BisectTimeLookup,
     PymqQueryMessage, LmdbGet, SqliteSelect,
     PymqDelayDelivery, PymqTimerDelivery,

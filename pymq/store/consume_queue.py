@@ -24,7 +24,7 @@ from pymq.errors import CorruptStoreError, SegmentSizeError
 from pymq.status import BoundaryType
 
 from .mapped_file_queue import MappedFileQueue
-from .queue_repair import LOST_SIZE, fill_gap, gap_is_possible
+from .queue_repair import LOST_SIZE, fill_gap, gap_is_possible, mark_lost_at
 
 log = logging.getLogger("pymq")
 
@@ -46,6 +46,7 @@ class ConsumeQueue:
         self.mapped_file_queue = MappedFileQueue(self.store_path, self.file_size, read_only=read_only)
         self.appender = CqAppender(self, self.file_size, self.mapped_file_queue)
         self.load_error: Optional[str] = None   # why a read-only open could not map the files
+        self.claimed_elsewhere = None           # set by the store: header_witness.claimed_elsewhere
         self._lock = threading.RLock()
 
     @property
@@ -104,6 +105,7 @@ class ConsumeQueue:
         index = max(0, len(files) - 3)
         process = files[index].file_from_offset
         max_phy = -1
+        before_last = last_at = -1              # max_phy before the newest real entry, and where it is
         while index < len(files):
             mf = files[index]
             pos = 0
@@ -114,11 +116,23 @@ class ConsumeQueue:
                     complete = False
                     break
                 if unit[1] != LOST_SIZE:
-                    if unit[0] < max_phy or unit[0] + unit[1] > log_extent:
+                    if unit[0] + unit[1] > log_extent:
                         complete = False
                         break
+                    if unit[0] < max_phy:
+                        # out of order: this entry or the one before is garbage; cut at the
+                        # one before (a good entry cut is refilled from the log, a bad one kept
+                        # would make the refill skip the records it claims to cover)
+                        complete = False
+                        pos, max_phy = last_at - mf.file_from_offset, before_last
+                        break
+                    before_last, last_at = max_phy, mf.file_from_offset + pos
                     max_phy = unit[0] + unit[1]
                 pos += CQ_STORE_UNIT_SIZE
+            while pos < 0:                      # the entry before is in an earlier file
+                index -= 1
+                mf = files[index]
+                pos = last_at - mf.file_from_offset
             process = mf.file_from_offset + pos
             if not complete:
                 break
@@ -148,11 +162,14 @@ class ConsumeQueue:
             pos += CQ_STORE_UNIT_SIZE
         return False
 
-    def verify_tail(self, last_files: int = 0) -> bool:
+    def verify_tail(self, last_files: int = 0, witness=None) -> bool:
         """Check entries against the commit log (in C, about 0.1 us an entry) and cut at
         the first that does not describe its record: every entry after a crash, the
         ``last_files`` newest files after a clean exit. Returns False when it cut.
-        RocketMQ rescans only the last three files, and only for entry shape."""
+        RocketMQ rescans only the last three files, and only for entry shape.
+        ``witness(topic, queue_id, index, phy, size)`` judges a bad entry first
+        (``header_witness``): "keep" (its record's header was altered) and "lost" (its
+        record was destroyed: the entry becomes a lost marker) go on after it."""
         mfq = self.mapped_file_queue
         files = mfq.mapped_files[-last_files:] if last_files > 0 else mfq.mapped_files
         cl = self.commit_log
@@ -161,8 +178,17 @@ class ConsumeQueue:
         self.correct_min_offset(cl.get_min_offset())
         for mf in files:
             start = max(0, self.min_logic_offset - mf.file_from_offset)
-            bad = verify_entries(mf, start, mf.wrote_position, cl.mapped_file_queue.mapped_files,
-                                 cl.file_size, topic, self.queue_id)
+            while True:
+                bad = verify_entries(mf, start, mf.wrote_position, cl.mapped_file_queue.mapped_files,
+                                     cl.file_size, topic, self.queue_id)
+                unit = read_unit(mf, bad) if bad < mf.wrote_position else None
+                verdict = None if unit is None or witness is None else witness(
+                    self.topic, self.queue_id, (mf.file_from_offset + bad) // CQ_STORE_UNIT_SIZE, unit[0], unit[1])
+                if verdict is None:
+                    break
+                if verdict == "lost":           # its record was destroyed: keep the offset
+                    mark_lost_at(self, (mf.file_from_offset + bad) // CQ_STORE_UNIT_SIZE)
+                start = bad + CQ_STORE_UNIT_SIZE
             if bad < mf.wrote_position:
                 cl.damage.queue_rebuilt(self.topic, self.queue_id, (mf.file_from_offset + bad) // CQ_STORE_UNIT_SIZE,
                                         "does not describe its record in the commit log")
@@ -241,6 +267,14 @@ class ConsumeQueue:
         with self._lock:
             expect = cq_offset * CQ_STORE_UNIT_SIZE
             mfq = self.mapped_file_queue
+            if cq_offset != 0 and not mfq.mapped_files and self.claimed_elsewhere is not None:
+                holder = self.claimed_elsewhere(self.topic, self.queue_id, cq_offset, offset)
+                if holder is not None:
+                    # the record would open this queue, but another queue holds it at that
+                    # offset: its header was altered (``header_witness``); not filed here
+                    self.commit_log.damage.header_altered(holder.rsplit("-", 1)[0], int(holder.rsplit("-", 1)[1]),
+                                                          cq_offset, offset, f"{self.topic}-{self.queue_id}")
+                    return True
             mf = mfq.get_last_mapped_file(expect, need_create=True)
             if mf is None:
                 return False
@@ -250,10 +284,10 @@ class ConsumeQueue:
                 blanks = (expect % self.file_size) // CQ_STORE_UNIT_SIZE
                 if blanks:
                     mf.append_message(_BLANK_UNIT * blanks)
+            current = mf.file_from_offset + mf.wrote_position
+            if expect < current:
+                return True              # already there (offset 0 included: never appended again)
             if cq_offset != 0:
-                current = mf.file_from_offset + mf.wrote_position
-                if expect < current:
-                    return True          # already there
                 if expect != current:
                     if not gap_is_possible(self, expect, offset):
                         log.error("consume queue %s-%d: the record at commit-log offset %d claims queue offset %d, "

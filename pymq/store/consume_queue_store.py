@@ -11,6 +11,7 @@ from typing import Optional
 from pymq.config import StoreConfig
 
 from .consume_queue import ConsumeQueue
+from .header_witness import claimed_elsewhere, claimed_fields, header_altered, record_destroyed
 from .queue_repair import mark_lost_past
 
 
@@ -38,6 +39,7 @@ class ConsumeQueueStore:
             if cq is None:
                 cq = ConsumeQueue(topic, queue_id, self.root, self.config.consume_queue_entries,
                                   self.commit_log, read_only=self.read_only)
+                cq.claimed_elsewhere = lambda t, q, i, phy: claimed_elsewhere(self, t, q, i, phy)
                 self._apply_floor(cq)
                 self._queues[key] = cq
             return cq
@@ -155,8 +157,19 @@ class ConsumeQueueStore:
         0) against the commit log; cut at the first wrong entry. Returns the smallest end
         of a cut queue, or -1."""
         refill_from = -1
+        dispatched_to = self.max_physic_offset()
+
+        def witness(topic: str, queue_id: int, index: int, phy: int, size: int) -> Optional[str]:
+            if record_destroyed(self.commit_log, phy, size):
+                return "lost"
+            if not header_altered(self, self.commit_log, topic, queue_id, index, phy, dispatched_to):
+                return None
+            claim = claimed_fields(self.commit_log, phy)
+            self.commit_log.damage.header_altered(topic, queue_id, index, phy, "%s-%d offset %d" % claim)
+            return "keep"
+
         for cq in self.queues():
-            if not cq.verify_tail(last_files):
+            if not cq.verify_tail(last_files, witness):
                 end = max(cq.max_physic_offset, 0)
                 refill_from = end if refill_from < 0 else min(refill_from, end)
         return refill_from
@@ -170,6 +183,18 @@ class ConsumeQueueStore:
             if cq.max_physic_offset > phy_offset:
                 marked += mark_lost_past(cq, phy_offset)
         return marked
+
+    def forget_empty(self) -> int:
+        """Forget queues that have no file and no directory (a replay at open met only
+        records older than their topic's deletion, or a header that was altered): they
+        hold nothing and must not be listed. Returns how many; the caller makes the
+        dispatcher forget its routes."""
+        with self._lock:
+            gone = [key for key, cq in self._queues.items()
+                    if not cq.mapped_file_queue.mapped_files and not os.path.isdir(cq.store_path)]
+            for key in gone:
+                del self._queues[key]
+        return len(gone)
 
     def destroy_all(self) -> None:
         for cq in self.queues():

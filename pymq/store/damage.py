@@ -35,6 +35,7 @@ class DamageLedger:
         self.bad_entries = 0         # queue entries that did not describe their record
         self.lost_entries = 0        # queue entries whose record the log no longer holds
         self.repaired_entries = 0    # queue entries rewritten from the log
+        self.altered_headers = 0     # records whose header names a position no queue gives them
         self.rebuilt_queues: list[tuple[str, int, int, str]] = []   # (topic, queue id, from entry, why)
         self.damaged_index_files: list[tuple[str, str, bool]] = []   # (path, why, rebuilt)
         self._seen: set = set()
@@ -89,6 +90,16 @@ class DamageLedger:
         if self._first(("entry", topic, queue_id, queue_offset)):
             log.error("consume queue %s-%d: entry %d %s", topic, queue_id, queue_offset, what)
 
+    def header_altered(self, topic: str, queue_id: int, queue_offset: int, offset: int, claim: str) -> None:
+        """Entry ``queue_offset`` of ``topic``/``queue_id`` points at the record at
+        ``offset``, whose header names another position (``claim``) that no queue gives
+        it: the header was altered; the record is not returned, the entry kept."""
+        self.altered_headers += 1
+        if self._first(("header", offset)):
+            log.error("commit log: the record at %d is entry %d of %s-%d, but its header names %s (a header field "
+                      "the body CRC does not cover was altered); not returned, the entry kept",
+                      offset, queue_offset, topic, queue_id, claim)
+
     def lost_entry(self, topic: str, queue_id: int, queue_offset: int, offset: int) -> None:
         """A queue entry whose record is gone (in a hole, or past a cut tail)."""
         self.lost_entries += 1
@@ -139,6 +150,7 @@ class DamageLedger:
             "bad_entries": self.bad_entries,
             "lost_entries": self.lost_entries,
             "repaired_entries": self.repaired_entries,
+            "altered_headers": self.altered_headers,
             "damaged_index_files": [{"path": p, "why": why, "rebuilt": r} for p, why, r in self.damaged_index_files],
             "rebuilt_queues": [{"topic": t, "queue_id": q, "from_entry": i, "why": why}
                                for t, q, i, why in self.rebuilt_queues],

@@ -13,7 +13,8 @@ from pymq._core.cq_unit import store_timestamp_at
 from pymq._core.reader import QueueReader
 from pymq.config import StoreConfig
 from pymq.filter import parse_tag_expression
-from pymq.store.queue_repair import rebuild_from
+from pymq.store.header_witness import claimed_fields, header_altered, record_destroyed
+from pymq.store.queue_repair import mark_lost_at, rebuild_from
 from pymq.store.arguments import check_queue_id
 
 
@@ -47,10 +48,24 @@ class MessageReader:
     def enable_repair(self, reput_service) -> None:
         """Writers: a pull that meets a queue entry not describing its record has the queue
         rebuilt from there (``queue_repair.rebuild_from``) and reads on, instead of
-        skipping the message."""
+        skipping the message; unless the record's header is the damaged side
+        (``header_witness``): then the entry is kept and the pull skips it as damage."""
+        witnessed: set = set()             # entries whose record's header was altered
+
         def repair(topic: str, queue_id: int, index: int) -> bool:
             cq = self.consume_queues.find_consume_queue(topic, queue_id, create=False)
-            if cq is None:
+            if cq is None or (topic, queue_id, index) in witnessed:
+                return False
+            unit = cq.get_unit(index)
+            if unit is not None and record_destroyed(self.commit_log, unit[0], unit[1]):
+                with cq._lock:                   # its record is lost: keep its offset
+                    mark_lost_at(cq, index)
+                return False
+            if unit is not None and header_altered(self.consume_queues, self.commit_log, topic, queue_id, index,
+                                                   unit[0], reput_service.reput_from_offset):
+                witnessed.add((topic, queue_id, index))
+                claim = claimed_fields(self.commit_log, unit[0])
+                self.commit_log.damage.header_altered(topic, queue_id, index, unit[0], "%s-%d offset %d" % claim)
                 return False
             return rebuild_from(cq, index, reput_service, self.commit_log.get_min_offset())
         self.queue_reader.repair = repair

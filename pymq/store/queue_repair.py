@@ -64,6 +64,19 @@ def mark_lost_past(cq, phy_offset: int) -> int:
     return marked
 
 
+def mark_lost_at(cq, index: int) -> bool:
+    """Entry ``index`` of ``cq`` describes a record that was destroyed: make it a lost
+    marker (the caller holds ``cq._lock``). True when it was written."""
+    pos = index * CQ_STORE_UNIT_SIZE
+    mf = cq.mapped_file_queue.find_mapped_file_by_offset(pos)
+    if mf is None or pos - mf.file_from_offset + CQ_STORE_UNIT_SIZE > mf.wrote_position:
+        return False
+    mf.write_at(pos - mf.file_from_offset, LOST_UNIT)
+    log.error("consume queue %s-%d: the record of entry %d was destroyed; the entry is marked lost, its offset "
+              "kept", cq.topic, cq.queue_id, index)
+    return True
+
+
 def _last_real_end(cq) -> int:
     """End (offset + size) of the newest entry that is not a marker, -1 when none."""
     for mf in reversed(cq.mapped_file_queue.mapped_files):
