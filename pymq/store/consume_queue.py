@@ -24,7 +24,7 @@ from pymq.errors import CorruptStoreError, SegmentSizeError
 from pymq.status import BoundaryType
 
 from .mapped_file_queue import MappedFileQueue
-from .queue_repair import LOST_SIZE, fill_gap, gap_is_possible, mark_lost_at
+from .queue_repair import LOST_SIZE, fill_gap, gap_is_possible, mark_lost_at, replace_marker
 
 log = logging.getLogger("pymq")
 
@@ -286,7 +286,10 @@ class ConsumeQueue:
                     mf.append_message(_BLANK_UNIT * blanks)
             current = mf.file_from_offset + mf.wrote_position
             if expect < current:
-                return True              # already there (offset 0 included: never appended again)
+                # already there (offset 0 included: never appended again), unless a lost
+                # marker holds the place of this very record (``queue_repair.replace_marker``)
+                replace_marker(self, cq_offset, offset, size, tags_code)
+                return True
             if cq_offset != 0:
                 if expect != current:
                     if not gap_is_possible(self, expect, offset):

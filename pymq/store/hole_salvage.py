@@ -87,7 +87,8 @@ def mark_salvaged(consume_queues, data: bytes, start: int) -> int:
             reach = room
         else:
             # the topic is unknown: every queue of that id whose next offset it is (a queue
-            # wrongly named loses one offset to a marker, never a message)
+            # wrongly named loses one offset to a marker, never a message: when its own
+            # record arrives the marker gives way, ``queue_repair.replace_marker``)
             candidates = [cq for cq in consume_queues.queues() if cq.queue_id == queue_id]
             reach = 1
         for cq in candidates:

@@ -77,6 +77,44 @@ def mark_lost_at(cq, index: int) -> bool:
     return True
 
 
+def replace_marker(cq, index: int, phy: int, size: int, tags_code: int) -> bool:
+    """A record at ``phy`` arrives for entry ``index``, which the queue already has: when
+    that entry is a lost marker and the record fits between the real entries around it
+    (log order), the record turned up after all (a marker set on a guess, e.g. a hole's
+    salvaged queue offset): the marker is replaced by its entry. The caller holds
+    ``cq._lock``. True when it was replaced."""
+    unit = cq.get_unit(index)
+    if unit is None or unit[1] != LOST_SIZE:
+        return False
+    low, high = cq.get_min_offset_in_queue(), cq.get_max_offset_in_queue()
+    i = index - 1
+    while i >= low:
+        u = cq.get_unit(i)
+        if u is not None and u[1] != LOST_SIZE:
+            if u[0] + u[1] > phy:
+                return False
+            break
+        i -= 1
+    i = index + 1
+    while i < high:
+        u = cq.get_unit(i)
+        if u is not None and u[1] != LOST_SIZE:
+            if u[0] < phy + size:
+                return False
+            break
+        i += 1
+    pos = index * CQ_STORE_UNIT_SIZE
+    mf = cq.mapped_file_queue.find_mapped_file_by_offset(pos)
+    if mf is None:
+        return False
+    mf.write_at(pos - mf.file_from_offset, struct.pack(">qiq", phy, size, tags_code))
+    if phy + size > cq.appender.max_physic_offset:
+        cq.appender.set_state(cq.mapped_file_queue.get_last_mapped_file(), phy + size)
+    log.warning("consume queue %s-%d: the record of entry %d turned up at commit-log offset %d; its lost marker "
+                "is replaced", cq.topic, cq.queue_id, index, phy)
+    return True
+
+
 def _last_real_end(cq) -> int:
     """End (offset + size) of the newest entry that is not a marker, -1 when none."""
     for mf in reversed(cq.mapped_file_queue.mapped_files):
