@@ -14,8 +14,9 @@ every queue of that id whose next offset that is gets the marker (the topic is g
 
 The queue then gets lost markers up to and including that offset, when the offset is the
 queue's next one or within what the hole could have held (91 bytes a record at least):
-``queue_repair.fill_gap``. A salvaged value that is itself garbage names no existing queue
-or an offset already taken, and changes nothing.
+``queue_repair.fill_gap``. When the offset field itself is garbage but the record lies
+after everything its queue holds, it took the queue's next offset, which is marked. A
+topic or queue id that is itself garbage names no existing queue and changes nothing.
 
 Bytes at a position of the record (v1 layout, big-endian)::
 
@@ -31,7 +32,7 @@ from typing import Optional
 from pymq._core.record import decode_message
 from pymq.errors import CorruptRecordError
 
-from .queue_repair import CQ_STORE_UNIT_SIZE, MIN_RECORD_SIZE, fill_gap
+from .queue_repair import CQ_STORE_UNIT_SIZE, LOST_SIZE, MIN_RECORD_SIZE, fill_gap
 
 _MAGIC_V1 = -626843481
 _HEAD = struct.Struct(">ii")
@@ -80,20 +81,30 @@ def mark_salvaged(consume_queues, data: bytes, start: int) -> int:
     queue offsets were marked."""
     marked = 0
     room = len(data) // MIN_RECORD_SIZE
-    for _offset, topic, queue_id, queue_offset in salvage_records(data, start):
+    for offset, topic, queue_id, queue_offset in salvage_records(data, start):
         if topic is not None:
             cq = consume_queues.find_consume_queue(topic, queue_id, create=False)
-            candidates = [cq] if cq is not None else []
-            reach = room
-        else:
-            # the topic is unknown: every queue of that id whose next offset it is (a queue
-            # wrongly named loses one offset to a marker, never a message: when its own
-            # record arrives the marker gives way, ``queue_repair.replace_marker``)
-            candidates = [cq for cq in consume_queues.queues() if cq.queue_id == queue_id]
-            reach = 1
-        for cq in candidates:
+            if cq is None:
+                continue
             with cq._lock:
                 nxt = cq.get_max_offset_in_queue()
-                if nxt <= queue_offset < nxt + reach and fill_gap(cq, (queue_offset + 1) * CQ_STORE_UNIT_SIZE):
-                    marked += queue_offset + 1 - nxt          # fill_gap logs what it marked
+                if not nxt <= queue_offset < nxt + room:
+                    unit = cq.get_unit(queue_offset) if 0 <= queue_offset < nxt else None
+                    if offset < cq.max_physic_offset or (unit is not None and unit[1] == LOST_SIZE) \
+                            or (unit is not None and unit[0] == offset):
+                        continue                 # its offset is represented in the queue already
+                    # its queue-offset field is damaged, but it lies after everything the
+                    # queue holds: it took the queue's next offset
+                    queue_offset = nxt
+                if fill_gap(cq, (queue_offset + 1) * CQ_STORE_UNIT_SIZE):   # logs what it marked
+                    marked += queue_offset + 1 - nxt
+            continue
+        # the topic is unknown: every queue of that id whose next offset it is (a queue
+        # wrongly named loses one offset to a marker, never a message: when its own
+        # record arrives the marker gives way, ``queue_repair.replace_marker``)
+        for cq in [cq for cq in consume_queues.queues() if cq.queue_id == queue_id]:
+            with cq._lock:
+                nxt = cq.get_max_offset_in_queue()
+                if nxt == queue_offset and fill_gap(cq, (queue_offset + 1) * CQ_STORE_UNIT_SIZE):
+                    marked += 1                  # fill_gap logs what it marked
     return marked

@@ -12,13 +12,18 @@ topic-queue table (each queue's next offset) is rebuilt from the queues.
 
 from __future__ import annotations
 
+import os
 from typing import Optional
 
 from pymq.config import StoreConfig
 
+from .hole_salvage import mark_salvaged
+
 #: after a clean exit, the newest consume-queue files of each queue checked against the
 #: log (the files RocketMQ's recovery rescans); older entries are checked when read
 CLEAN_EXIT_VERIFIED_FILES = 3
+#: how much of a cut tail is read back to salvage queue offsets (its first records)
+TORN_TAIL_SALVAGE_BYTES = 8 << 20
 
 
 def recover(config: StoreConfig, last_exit_ok: bool, commit_log, consume_queues, index_service,
@@ -47,6 +52,7 @@ def recover(config: StoreConfig, last_exit_ok: bool, commit_log, consume_queues,
     cut = consume_queues.verify_against_log(0 if not last_exit_ok else CLEAN_EXIT_VERIFIED_FILES)
     if cut >= 0:
         refill_from = cut if refill_from < 0 else min(refill_from, cut)
+    salvage_torn_tail(commit_log, consume_queues, process)
     index_service.truncate(process)
     if config.message_index_enable:
         rebuild_index_from = index_service.verify_newest(CLEAN_EXIT_VERIFIED_FILES)
@@ -55,6 +61,23 @@ def recover(config: StoreConfig, last_exit_ok: bool, commit_log, consume_queues,
     if refill_from >= 0:                      # a queue lost entries in its middle
         replay_from = refill_from if replay_from is None else min(replay_from, refill_from)
     return replay_from
+
+
+def salvage_torn_tail(commit_log, consume_queues, process: int) -> int:
+    """The log was cut at ``process`` (a torn tail, kept under ``corrupt/``): the queue
+    offsets of the records that were there, as far as their fields can be read
+    (``hole_salvage``), are marked lost, so an acknowledged record the disk destroyed at
+    the end of the log never has its offset handed out again. (A record torn by a crash
+    mid-write was never acknowledged; its offset is skipped the same way.) Returns how
+    many offsets were marked."""
+    marked = 0
+    for offset, nbytes, kept in commit_log.damage.torn_tails:
+        if offset != process or not kept or not os.path.isfile(kept):
+            continue
+        with open(kept, "rb") as f:
+            data = f.read(min(nbytes, TORN_TAIL_SALVAGE_BYTES))
+        marked += mark_salvaged(consume_queues, data, offset)
+    return marked
 
 
 def dispatch_start(config: StoreConfig, queues_whole: bool, replay_from: Optional[int], commit_log,
