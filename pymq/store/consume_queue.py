@@ -162,11 +162,12 @@ class ConsumeQueue:
             pos += CQ_STORE_UNIT_SIZE
         return False
 
-    def verify_tail(self, last_files: int = 0, witness=None) -> bool:
+    def verify_tail(self, last_files: int = 0, witness=None, min_phy: int = 0) -> bool:
         """Check entries against the commit log (in C, about 0.1 us an entry) and cut at
         the first that does not describe its record: every entry after a crash, the
         ``last_files`` newest files after a clean exit. Returns False when it cut.
         RocketMQ rescans only the last three files, and only for entry shape.
+        Files whose records all lie before ``min_phy`` are skipped.
         ``witness(topic, queue_id, index, phy, size)`` judges a bad entry first
         (``header_witness``): "keep" (its record's header was altered) and "lost" (its
         record was destroyed: the entry becomes a lost marker) go on after it."""
@@ -177,6 +178,9 @@ class ConsumeQueue:
         # entries of segments cleaning deleted are gone, not damage: start after them
         self.correct_min_offset(cl.get_min_offset())
         for mf in files:
+            last = read_unit(mf, mf.wrote_position - CQ_STORE_UNIT_SIZE)
+            if last is not None and last[1] != LOST_SIZE and 0 <= last[0] < min_phy:
+                continue                        # all its records lie before the rescanned log
             start = max(0, self.min_logic_offset - mf.file_from_offset)
             while True:
                 bad = verify_entries(mf, start, mf.wrote_position, cl.mapped_file_queue.mapped_files,

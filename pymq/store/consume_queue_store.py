@@ -152,10 +152,10 @@ class ConsumeQueueStore:
                 dropped = True
         return dropped
 
-    def verify_against_log(self, last_files: int = 0) -> int:
+    def verify_against_log(self, last_files: int = 0, min_phy: int = 0) -> int:
         """Check every queue's entries (the ``last_files`` newest files of each, all when
-        0) against the commit log; cut at the first wrong entry. Returns the smallest end
-        of a cut queue, or -1."""
+        0; files whose records all lie before ``min_phy`` skipped) against the commit
+        log; cut at the first wrong entry. Returns the smallest end of a cut queue, or -1."""
         refill_from = -1
         dispatched_to = self.max_physic_offset()
 
@@ -169,7 +169,7 @@ class ConsumeQueueStore:
             return "keep"
 
         for cq in self.queues():
-            if not cq.verify_tail(last_files, witness):
+            if not cq.verify_tail(last_files, witness, min_phy):
                 end = max(cq.max_physic_offset, 0)
                 refill_from = end if refill_from < 0 else min(refill_from, end)
         return refill_from

@@ -32,6 +32,7 @@ def recover(config: StoreConfig, last_exit_ok: bool, commit_log, consume_queues,
     dispatcher must replay from (a crash, or a queue cut in its middle), or None."""
     max_phy_of_queues, refill_from = consume_queues.recover()
     replay_from = None
+    rescanned = None
     if last_exit_ok:
         files = commit_log.mapped_file_queue.mapped_files
         # the segments the walk rescans are dispatched again too (the queues skip what
@@ -48,8 +49,10 @@ def recover(config: StoreConfig, last_exit_ok: bool, commit_log, consume_queues,
         consume_queues.destroy_all()
     elif max_phy_of_queues >= process:
         consume_queues.truncate_dirty(process)
-    # every entry after a crash; after a clean exit the window recovery rescanned
-    cut = consume_queues.verify_against_log(0 if not last_exit_ok else CLEAN_EXIT_VERIFIED_FILES)
+    # every entry after a crash; after a clean exit the newest files' entries whose records
+    # lie in the segments the walk read (the rest are checked when read)
+    cut = consume_queues.verify_against_log(0 if not last_exit_ok else CLEAN_EXIT_VERIFIED_FILES,
+                                            rescanned or 0)
     if cut >= 0:
         refill_from = cut if refill_from < 0 else min(refill_from, cut)
     salvage_torn_tail(commit_log, consume_queues, process)
