@@ -276,8 +276,8 @@ class ConsumeQueue:
                 if holder is not None:
                     # the record would open this queue, but another queue holds it at that
                     # offset: its header was altered (``header_witness``); not filed here
-                    self.commit_log.damage.header_altered(holder.rsplit("-", 1)[0], int(holder.rsplit("-", 1)[1]),
-                                                          cq_offset, offset, f"{self.topic}-{self.queue_id}")
+                    self.commit_log.damage.header_altered(holder[0], holder[1], cq_offset, offset,
+                                                          f"{self.topic}-{self.queue_id}")
                     return True
             mf = mfq.get_last_mapped_file(expect, need_create=True)
             if mf is None:

@@ -88,10 +88,10 @@ def record_destroyed(commit_log, phy: int, size: int) -> bool:
     return nxt == mf.wrote_position or record.accept_record(mf, nxt, -1, True) >= 0
 
 
-def claimed_elsewhere(consume_queues, topic: str, queue_id: int, index: int, phy: int) -> Optional[str]:
-    """A record claims ``index`` of a queue that has no files yet: the queue (``topic-id``)
+def claimed_elsewhere(consume_queues, topic: str, queue_id: int, index: int, phy: int) -> Optional[tuple[str, int]]:
+    """A record claims ``index`` of a queue that has no files yet: the queue (topic, id)
     whose entry ``index`` already points at it, or None (then it is the queue's first)."""
     for cq in consume_queues.queues():
         if (cq.topic, cq.queue_id) != (topic, queue_id) and holds(consume_queues, cq.topic, cq.queue_id, index, phy):
-            return f"{cq.topic}-{cq.queue_id}"
+            return cq.topic, cq.queue_id
     return None
