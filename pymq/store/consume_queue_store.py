@@ -11,7 +11,7 @@ from typing import Optional
 from pymq.config import StoreConfig
 
 from .consume_queue import ConsumeQueue
-from .header_witness import claimed_elsewhere, claimed_fields, header_altered, record_destroyed
+from .header_witness import claimed_elsewhere, header_altered, record_destroyed
 from .queue_repair import mark_lost_past
 
 
@@ -162,11 +162,7 @@ class ConsumeQueueStore:
         def witness(topic: str, queue_id: int, index: int, phy: int, size: int) -> Optional[str]:
             if record_destroyed(self.commit_log, phy, size):
                 return "lost"
-            if not header_altered(self, self.commit_log, topic, queue_id, index, phy, dispatched_to):
-                return None
-            claim = claimed_fields(self.commit_log, phy)
-            self.commit_log.damage.header_altered(topic, queue_id, index, phy, "%s-%d offset %d" % claim)
-            return "keep"
+            return "keep" if header_altered(self, self.commit_log, topic, queue_id, index, phy, dispatched_to) else None
 
         for cq in self.queues():
             if not cq.verify_tail(last_files, witness, min_phy):

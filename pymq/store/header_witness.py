@@ -55,8 +55,9 @@ def holds(consume_queues, topic: str, queue_id: int, index: int, phy: int) -> bo
 def header_altered(consume_queues, commit_log, topic: str, queue_id: int, index: int, phy: int,
                    dispatched_to: int) -> bool:
     """Entry ``index`` of ``topic``/``queue_id`` points at ``phy``, whose record names
-    another position: True when the record's header is the damaged side (no queue holds
-    the record where it claims to be, and the dispatcher has passed it)."""
+    another position: True when the record's header is the damaged side (the queue it
+    names does not exist, or holds another record at that offset, and the dispatcher has
+    passed it); then it is reported to the damage ledger once."""
     if phy >= dispatched_to:
         return False
     claim = claimed_fields(commit_log, phy)
@@ -65,7 +66,10 @@ def header_altered(consume_queues, commit_log, topic: str, queue_id: int, index:
     cq = consume_queues.find_consume_queue(claim[0], claim[1], create=False)
     if cq is not None and claim[2] >= cq.get_max_offset_in_queue():
         return False       # the position it names is not there (yet): no judgement, rebuild
-    return not holds(consume_queues, claim[0], claim[1], claim[2], phy)
+    if holds(consume_queues, claim[0], claim[1], claim[2], phy):
+        return False
+    commit_log.damage.header_altered(topic, queue_id, index, phy, "%s-%d offset %d" % claim)
+    return True
 
 
 def record_destroyed(commit_log, phy: int, size: int) -> bool:

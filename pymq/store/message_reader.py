@@ -13,7 +13,7 @@ from pymq._core.cq_unit import store_timestamp_at
 from pymq._core.reader import QueueReader
 from pymq.config import StoreConfig
 from pymq.filter import parse_tag_expression
-from pymq.store.header_witness import claimed_fields, header_altered, record_destroyed
+from pymq.store.header_witness import header_altered, record_destroyed
 from pymq.store.queue_repair import mark_lost_at, rebuild_from
 from pymq.store.arguments import check_queue_id
 
@@ -64,8 +64,6 @@ class MessageReader:
             if unit is not None and header_altered(self.consume_queues, self.commit_log, topic, queue_id, index,
                                                    unit[0], reput_service.reput_from_offset):
                 witnessed.add((topic, queue_id, index))
-                claim = claimed_fields(self.commit_log, unit[0])
-                self.commit_log.damage.header_altered(topic, queue_id, index, unit[0], "%s-%d offset %d" % claim)
                 return False
             return rebuild_from(cq, index, reput_service, self.commit_log.get_min_offset())
         self.queue_reader.repair = repair

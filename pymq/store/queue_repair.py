@@ -86,23 +86,9 @@ def replace_marker(cq, index: int, phy: int, size: int, tags_code: int) -> bool:
     unit = cq.get_unit(index)
     if unit is None or unit[1] != LOST_SIZE:
         return False
-    low, high = cq.get_min_offset_in_queue(), cq.get_max_offset_in_queue()
-    i = index - 1
-    while i >= low:
-        u = cq.get_unit(i)
-        if u is not None and u[1] != LOST_SIZE:
-            if u[0] + u[1] > phy:
-                return False
-            break
-        i -= 1
-    i = index + 1
-    while i < high:
-        u = cq.get_unit(i)
-        if u is not None and u[1] != LOST_SIZE:
-            if u[0] < phy + size:
-                return False
-            break
-        i += 1
+    before, after = nearest_real(cq, index, -1), nearest_real(cq, index, 1)
+    if (before is not None and before[0] + before[1] > phy) or (after is not None and after[0] < phy + size):
+        return False
     pos = index * CQ_STORE_UNIT_SIZE
     mf = cq.mapped_file_queue.find_mapped_file_by_offset(pos)
     if mf is None:
@@ -164,17 +150,23 @@ def fill_gap(cq, expect: int) -> bool:
     return True
 
 
+def nearest_real(cq, index: int, step: int):
+    """The nearest entry before (``step`` -1) or after (+1) entry ``index`` that names a
+    real record (not a lost marker or blank), or None."""
+    i, low, high = index + step, cq.get_min_offset_in_queue(), cq.get_max_offset_in_queue()
+    while low <= i < high:
+        unit = cq.get_unit(i)
+        if unit is not None and unit[1] != LOST_SIZE and 0 < unit[1] and unit[0] >= 0:
+            return unit
+        i += step
+    return None
+
+
 def replay_start(cq, index: int, log_min: int) -> int:
     """Where the log must be replayed from to rebuild ``cq`` from entry ``index`` on: the
     end of the nearest earlier entry that holds a real record, else the log's start."""
-    i = index - 1
-    low = cq.get_min_offset_in_queue()
-    while i >= low:
-        unit = cq.get_unit(i)
-        if unit is not None and unit[1] != LOST_SIZE and 0 < unit[1] and unit[0] >= 0:
-            return max(unit[0] + unit[1], log_min, 0)
-        i -= 1
-    return max(log_min, 0)
+    unit = nearest_real(cq, index, -1)
+    return max(unit[0] + unit[1] if unit is not None else 0, log_min, 0)
 
 
 def rebuild_from(cq, index: int, reput_service, log_min: int) -> bool:
