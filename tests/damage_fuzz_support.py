@@ -332,6 +332,33 @@ def records_end(data: bytes) -> int:
     return pos
 
 
+def build_trial_store(root: str, rng: random.Random, killed: bool) -> tuple[list[Put], int, int]:
+    """A trial's store: a message count and a body stream drawn from ``rng``, written
+    with a clean exit or by a writer killed with SIGKILL. Returns (acknowledged puts,
+    messages written, the stream's seed)."""
+    count = rng.randint(MESSAGES_MIN, MESSAGES_MAX)
+    stream = rng.getrandbits(32)
+    if killed:
+        acked, written = build_killed(root, stream, count)
+        return acked, written, stream
+    return build_clean(root, stream, count), count, stream
+
+
+def random_byte_damage(root: str, path: str, extent: int, rng: random.Random, base: int = 0) -> Damage:
+    """1-64 bytes of ``path`` flipped, randomised or zeroed: mostly within its first
+    ``extent`` bytes (where the data is), sometimes anywhere in the file."""
+    size = os.path.getsize(path)
+    if extent > 0 and rng.random() < IN_DATA_SHARE:
+        pos = rng.randrange(extent)
+    else:
+        pos = rng.randrange(size)
+    count = min(rng.randint(DAMAGE_MIN, DAMAGE_MAX), size - pos)
+    kind = rng.choice(BYTE_DAMAGE_KINDS)
+    d = Damage(os.path.relpath(path, root), kind, pos, count, base=base)
+    d.lo, d.hi = damage_bytes(path, pos, count, kind, rng)
+    return d
+
+
 def damage_commitlog(root: str, rng: random.Random) -> Damage:
     """1-64 bytes flipped, randomised or zeroed at a random position of a random segment:
     mostly where records are (the whole of a full segment, up to the last record of the
@@ -339,17 +366,8 @@ def damage_commitlog(root: str, rng: random.Random) -> Damage:
     segs = testing.segments(root)
     i = rng.randrange(len(segs))
     path = segs[i]
-    size = os.path.getsize(path)
-    extent = size if i < len(segs) - 1 else records_end(_read(path))
-    if extent > 0 and rng.random() < IN_DATA_SHARE:
-        pos = rng.randrange(extent)
-    else:
-        pos = rng.randrange(size)
-    count = min(rng.randint(DAMAGE_MIN, DAMAGE_MAX), size - pos)
-    kind = rng.choice(BYTE_DAMAGE_KINDS)
-    d = Damage(os.path.relpath(path, root), kind, pos, count, base=int(os.path.basename(path)))
-    d.lo, d.hi = damage_bytes(path, pos, count, kind, rng)
-    return d
+    extent = os.path.getsize(path) if i < len(segs) - 1 else records_end(_read(path))
+    return random_byte_damage(root, path, extent, rng, base=int(os.path.basename(path)))
 
 
 def record_intact(data: bytes, pos: int, put: Put) -> bool:

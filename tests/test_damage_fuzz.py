@@ -61,13 +61,7 @@ def commitlog_trial(root: str, mode: str, seed: int, f: sup.Findings, totals: Co
     """One trial (see the module docstring); findings go to ``f``, counts to ``totals``;
     returns a line of context for the findings."""
     rng = random.Random(seed)
-    count = rng.randint(sup.MESSAGES_MIN, sup.MESSAGES_MAX)
-    stream = rng.getrandbits(32)
-    if mode == "clean":
-        acked = sup.build_clean(root, stream, count)
-        written = count
-    else:
-        acked, written = sup.build_killed(root, stream, count)
+    acked, written, stream = sup.build_trial_store(root, rng, mode == "sigkill")
     d = sup.damage_commitlog(root, rng)
     seg = sup._read(os.path.join(root, d.file))
     overlapping = [p for p in acked if d.changed and p.offset < d.abs_hi and d.abs_lo < p.end]

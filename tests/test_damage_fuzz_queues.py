@@ -102,13 +102,7 @@ def damage_consume_queue(root: str, rng: random.Random, acked: list[sup.Put]) ->
     written = _cq_written(data)
     rel = os.path.relpath(path, root)
     if rng.random() >= ENTRY_GARBAGE_SHARE:
-        extent = written * sup.CQ_UNIT
-        pos = rng.randrange(extent) if extent and rng.random() < sup.IN_DATA_SHARE else rng.randrange(len(data))
-        count = min(rng.randint(sup.DAMAGE_MIN, sup.DAMAGE_MAX), len(data) - pos)
-        kind = rng.choice(sup.BYTE_DAMAGE_KINDS)
-        d = sup.Damage(rel, kind, pos, count)
-        d.lo, d.hi = sup.damage_bytes(path, pos, count, kind, rng)
-        return d, 0
+        return sup.random_byte_damage(root, path, written * sup.CQ_UNIT, rng), 0
     max_phy = max(p.end for p in acked)
     entries = len(data) // sup.CQ_UNIT
     k = rng.randint(1, ENTRY_DAMAGE_MAX)
@@ -139,13 +133,7 @@ def damage_index(root: str, rng: random.Random, acked: list[sup.Put]) -> tuple[s
     base = sup.INDEX_HEADER + slots * 4
     rel = os.path.relpath(path, root)
     if rng.random() >= ENTRY_GARBAGE_SHARE:
-        extent = base + count * sup.INDEX_ENTRY
-        pos = rng.randrange(extent) if rng.random() < sup.IN_DATA_SHARE else rng.randrange(len(data))
-        n = min(rng.randint(sup.DAMAGE_MIN, sup.DAMAGE_MAX), len(data) - pos)
-        kind = rng.choice(sup.BYTE_DAMAGE_KINDS)
-        d = sup.Damage(rel, kind, pos, n)
-        d.lo, d.hi = sup.damage_bytes(path, pos, n, kind, rng)
-        return d, 0
+        return sup.random_byte_damage(root, path, base + count * sup.INDEX_ENTRY, rng), 0
     max_phy = max(p.end for p in acked)
     kinds = []
     lo = hi = None
@@ -229,13 +217,7 @@ def queue_trial(root: str, mode: str, seed: int, f: sup.Findings, totals: Counte
     (``index-*``), reopen as a writer, verify, put more, verify, reopen read-only, verify."""
     target, exit_kind = mode.split("-")
     rng = random.Random(seed)
-    count = rng.randint(sup.MESSAGES_MIN, sup.MESSAGES_MAX)
-    stream = rng.getrandbits(32)
-    if exit_kind == "clean":
-        acked = sup.build_clean(root, stream, count)
-        written = count
-    else:
-        acked, written = sup.build_killed(root, stream, count)
+    acked, written, stream = sup.build_trial_store(root, rng, exit_kind == "sigkill")
     totals["acknowledged"] += len(acked)
     if target == "cq":
         d, entries = damage_consume_queue(root, rng, acked)
