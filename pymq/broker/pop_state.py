@@ -152,8 +152,9 @@ class QueuePopState:
         return self._heap[0][0] if self._heap else None
 
     def has_expired(self, now: int) -> bool:
-        """Whether an entry on the deadline heap (maybe a stale one) is due by ``now``."""
-        return bool(self._heap) and self._heap[0][0] <= now
+        """Whether an expired entry waits in ``ready`` or one on the deadline heap (maybe a
+        stale one) is due by ``now``."""
+        return bool(self.ready) or (bool(self._heap) and self._heap[0][0] <= now)
 
     def is_blocked(self, message_group: str) -> bool:
         """FIFO: whether a message of ``message_group`` must wait (one of the group is in
