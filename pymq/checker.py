@@ -152,7 +152,7 @@ class StoreChecker:
         report.notes.extend(n for n in store.open_report if not any(p in n for p in side_files.reported))
         report.notes.extend(f"damaged file set aside by an earlier open: {p}" for p in set_aside_files(self.path))
         walk = LogWalk(store.commit_log.mapped_file_queue.mapped_files, store.commit_log.file_size,
-                       report.writer_running)
+                       report.writer_running, not os.path.exists(os.path.join(self.path, "abort")))
         try:
             stages: list[tuple[str, Callable[[], None]]] = [
                 ("commit log", lambda: self._check_commit_log(store, walk, report)),

@@ -45,8 +45,9 @@ class Hole:
     segment: str
     start: int
     end: int
-    #: "hole", or "torn tail": damage at the end of the last segment with nothing valid
-    #: after it (an open cuts it, keeping its bytes aside; ``end`` is past its last non-zero byte)
+    #: "hole"; "torn tail": damage at the end of the last segment with nothing valid after
+    #: it, the last writer crashed (an open cuts it, keeping its bytes aside; ``end`` is past
+    #: its last non-zero byte); "damaged tail": the same after a clean exit (an open fences it)
     kind: str = "hole"
     records: int = 0
     index_entries: int = 0
@@ -80,6 +81,10 @@ class Hole:
             return (f"torn tail from commit-log offset {self.start} to {self.end} ({self.size} bytes): no valid "
                     f"record in it or after it (a writer's open cuts it and keeps its bytes aside, "
                     f"docs/recovery.md): {took}")
+        if self.kind == "damaged tail":
+            return (f"damaged tail from commit-log offset {self.start} to {self.end} ({self.size} bytes): no valid "
+                    f"record in it or after it, and the last writer exited cleanly, so no torn write (a writer's "
+                    f"open fences it: kept on disk, new records go after it, docs/recovery.md): {took}")
         return (f"hole from commit-log offset {self.start} to {self.end} ({self.size} bytes) with no valid "
                 f"record, valid records after it (recovery fences it: kept on disk, skipped): {took}")
 
@@ -92,10 +97,11 @@ class LogWalk:
     the last segment: beside a running writer, entries at or past it are not yet
     written when the walk passed)."""
 
-    def __init__(self, files: list, file_size: int, writer_running: bool) -> None:
+    def __init__(self, files: list, file_size: int, writer_running: bool, clean_exit: bool = False) -> None:
         self.files = list(files)
         self.file_size = file_size
         self.writer_running = writer_running
+        self.clean_exit = clean_exit
         self.records = 0
         self.holes: list[Hole] = []
         self.tail: Optional[Hole] = None
@@ -130,11 +136,15 @@ class LogWalk:
                 return
             nxt = record.next_record(mf, pos + 1, fs)
             if live:
-                if nxt < 0:
+                if nxt < 0 and record.last_nonzero(mf, pos, fs) < 0:
                     self.end = mf.file_from_offset + pos          # not yet written
                     return
                 if self._written_meanwhile(mf, pos):
                     continue                                    # a record being written: walk on
+                if nxt < 0:
+                    # bytes that stay no record at the writer's end: damage its open fenced
+                    # after a clean exit (a cut after a crash leaves zeros)
+                    nxt = max(pos + 1, record.last_nonzero(mf, pos, fs) + 1)
             elif nxt < 0:
                 if not last:
                     nxt = fs                                    # the rest of the segment, blank included
@@ -142,7 +152,8 @@ class LogWalk:
                     self.end = mf.file_from_offset + pos
                     last_byte = record.last_nonzero(mf, pos, fs)
                     if last_byte >= 0:
-                        self.tail = Hole(name, self.end, mf.file_from_offset + last_byte + 1, "torn tail")
+                        self.tail = Hole(name, self.end, mf.file_from_offset + last_byte + 1,
+                                         "damaged tail" if self.clean_exit else "torn tail")
                     return
             self.holes.append(Hole(name, mf.file_from_offset + pos, mf.file_from_offset + nxt))
             pos = nxt

@@ -168,8 +168,9 @@ def test_damage_over_a_segment_boundary_is_one_hole(template, tmp_path, capfd):
 
 def test_hole_in_the_last_segment_and_a_torn_tail(template, tmp_path, capfd):
     """Damage in the last segment with valid records after it is a hole; damage at its
-    end with nothing valid after it is a torn tail (a problem, not a hole), and the queue
-    entries of the torn record point past the end of the log."""
+    end with nothing valid after it is a damaged tail after a clean exit (an open fences
+    it) and a torn tail after a crash (an open cuts it): a problem, not a hole, and the
+    queue entries of the torn record point past the end of the log."""
     path, written = copy(template, tmp_path)
     last_seg = written[-1][0] // SEG * SEG
     in_last = [w for w in written if w[0] >= last_seg]
@@ -184,15 +185,18 @@ def test_hole_in_the_last_segment_and_a_torn_tail(template, tmp_path, capfd):
     t_off, t_size, t_q, t_qo = in_last[-1]
     seg, pos = segment_of(path, t_off)
     testing.write_garbage(seg, pos + 8, 30, random.Random(6))
-    code, doc, text = run_check(path, capfd)
-    assert code == 1
-    assert len(doc["holes"]) == 1 and doc["log_end"] == t_off
-    tail = doc["torn_tail"]
-    assert (tail["start"], tail["kind"], tail["records"], tail["queues"]) == \
-        (t_off, "torn tail", 1, {f"T/{t_q}": [t_qo, t_qo, 1]}), tail
-    assert tail["end"] == t_off + t_size          # its last non-zero byte: the rest of the record
-    assert [p["kind"] for p in doc["problems"]] == ["commitlog", "commitlog"], doc["problems"]
-    assert "torn tail" in doc["problems"][1]["detail"] and "torn tail" not in doc["problems"][0]["detail"]
+    for kind in ("damaged tail", "torn tail"):
+        if kind == "torn tail":
+            testing.create_abort(path)
+        code, doc, text = run_check(path, capfd)
+        assert code == 1
+        assert len(doc["holes"]) == 1 and doc["log_end"] == t_off
+        tail = doc["torn_tail"]
+        assert (tail["start"], tail["kind"], tail["records"], tail["queues"]) == \
+            (t_off, kind, 1, {f"T/{t_q}": [t_qo, t_qo, 1]}), tail
+        assert tail["end"] == t_off + t_size          # its last non-zero byte: the rest of the record
+        assert [p["kind"] for p in doc["problems"]] == ["commitlog", "commitlog"], doc["problems"]
+        assert kind in doc["problems"][1]["detail"] and kind not in doc["problems"][0]["detail"]
 
 
 def test_check_of_a_missing_store_is_still_json(tmp_path, capfd):

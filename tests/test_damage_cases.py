@@ -12,7 +12,10 @@ segments' worth of 8 KiB) in one named way and asserts one of the two acceptable
     a *hole*, kept on disk byte for byte, listed in ``store.open_report`` and
     ``stats()["damage"]["holes"]``; every record after it is kept and readable at its
     offset with its original queue offset. Only a tail with nothing valid after it is cut,
-    and its non-zero bytes are first copied to ``<store>/corrupt/commitlog-<offset>-<ms>``;
+    and only after a crash (a torn write), its non-zero bytes first copied to
+    ``<store>/corrupt/commitlog-<offset>-<ms>``; a clean exit leaves no torn write, so bad
+    bytes at its tail are a hole too, up to the last written byte (``clean_exit_hole``),
+    and new records go after it;
   - **a queue offset is never handed out twice**: the queue entries of records lost to the
     cut (or in a hole) are not removed. An entry of a record lost to the cut is a *lost
     marker* ``(0, 0x7FFFFFFF, 0)``; one of a record in a hole is a lost marker or still
@@ -180,6 +183,23 @@ def tail_after(root: str, offset: int) -> bytes:
     """The non-zero bytes after commit-log ``offset`` in its segment (up to the last
     non-zero one): what a cut there must keep under ``corrupt/``."""
     return log_bytes(root, offset, offset // SEG * SEG + SEG).rstrip(b"\0")
+
+
+def clean_exit_hole(root: str, start: int) -> tuple[int, int]:
+    """The hole recovery fences after a clean exit at the bad tail starting at commit-log
+    ``start``: up to the segment's last non-zero byte, or to the end of the record
+    ``start`` holds when its magic code is intact and its total size reaches further; the
+    whole rest of the segment when fewer than 8 bytes (an end-of-file blank) would be left."""
+    base = start // SEG * SEG
+    data = log_bytes(root, start, base + SEG)
+    end = start + len(data.rstrip(b"\0"))
+    if end > start and len(data) >= 8:
+        size, magic = struct.unpack_from(">iI", data)
+        if magic == rd.MESSAGE_MAGIC_CODE and end - start < size <= base + SEG - start:
+            end = start + size
+    if end > base + SEG - 8:
+        end = base + SEG
+    return start, end
 
 
 def corrupt_files(root: str) -> list[str]:
@@ -448,7 +468,12 @@ def test_last_record_torn(tmp_path, abort):
     testing.zero_bytes(path, testing.topic_length_position(path, pos), 16)
     if abort:
         testing.create_abort(root)
-    assert_recovered(root, written[:-1], written[-1:], ctx=f"torn last record, abort={abort}")
+        assert_recovered(root, written[:-1], written[-1:], ctx="torn last record after a crash")
+    else:
+        hole = clean_exit_hole(root, written[-1].offset)
+        assert hole[1] > written[-1].offset
+        assert_recovered(root, written[:-1], written[-1:], ctx="damaged last record after a clean exit",
+                         holes=[hole], end=hole[1])
 
 
 def test_queue_entry_of_a_cut_record_stays_a_lost_marker(tmp_path):
@@ -499,8 +524,8 @@ def test_queue_entry_of_a_cut_record_stays_a_lost_marker(tmp_path):
 def test_truncated_last_segment(tmp_path, cut):
     """The last segment file is shorter than a segment (a copy or a disk that lost its
     tail). Every record not wholly inside the remaining bytes is dropped (nothing valid
-    follows: a torn tail, its remaining bytes kept under corrupt/), their queue entries
-    become lost markers."""
+    follows: a file that lost its end is a torn write even after a clean exit, its
+    remaining bytes kept under corrupt/), their queue entries become lost markers."""
     root = str(tmp_path / "s")
     written = build(root)
     path, pos, size = testing.last_record(root)
@@ -539,7 +564,8 @@ def test_truncated_last_segment_to_nothing(tmp_path, abort):
 def test_garbage_after_last_record(tmp_path, kind, abort):
     """Bytes after the last record inside the last segment (a torn write of a record that
     never completed, or junk): nothing is lost, the garbage is not taken for records; it is
-    a torn tail, cut, and kept under corrupt/."""
+    a torn tail after a crash (cut, and kept under corrupt/), a hole after a clean exit
+    (kept in place, new records go after it)."""
     root = str(tmp_path / "s")
     written = build(root, n=140)                # room left in the last segment
     path, pos, size = testing.last_record(root)
@@ -553,7 +579,11 @@ def test_garbage_after_last_record(tmp_path, kind, abort):
             f.write(struct.pack(">iI", SEG, rd.MESSAGE_MAGIC_CODE) + bytes(range(200)))
     if abort:
         testing.create_abort(root)
-    assert_recovered(root, written, [], ctx=f"{kind} garbage after the last record, abort={abort}")
+        assert_recovered(root, written, [], ctx=f"{kind} garbage after the last record after a crash")
+    else:
+        hole = clean_exit_hole(root, at + int(os.path.basename(path)))
+        assert_recovered(root, written, [], ctx=f"{kind} garbage after the last record after a clean exit",
+                         holes=[hole], end=hole[1])
 
 
 def test_garbage_appended_to_last_segment_file(tmp_path):

@@ -640,7 +640,7 @@ cdef class CommitLogAppender:
             remaining = self.file_size - cur.wrote
             if need + END_FILE_MIN_BLANK_LENGTH <= remaining:
                 return cur
-            if remaining > 0:
+            if remaining >= END_FILE_MIN_BLANK_LENGTH:    # less: recovery fenced the end
                 write_blank(cur.base + cur.wrote, <int32_t>remaining)
                 cur.wrote = self.file_size
             nxt = self.roll(cur.file_from_offset + self.file_size)

@@ -18,6 +18,7 @@ import time
 from typing import Optional
 
 from pymq._core import record
+from pymq._core.layout import END_FILE_MIN_BLANK_LENGTH
 from pymq._core.appender import CommitLogAppender
 from pymq._core.mapped_file import MappedFile
 from pymq.config import StoreConfig
@@ -99,15 +100,26 @@ class CommitLog:
             mfq.flushed_where = 0
             self.appender.set_current(None)
             return 0
-        return self._walk_and_cut(max(0, len(files) - 3), check_crc)
+        return self._walk_and_cut(max(0, len(files) - 3), check_crc, fence_tail=True)
 
-    def _walk_and_cut(self, index: int, check_crc: bool) -> int:
+    def _walk_and_cut(self, index: int, check_crc: bool, fence_tail: bool = False) -> int:
         """Walk records from segment ``index`` (``log_walk.walk``: holes are fenced and
         the walk goes on after them), cut the log where nothing valid follows, keeping the
-        cut bytes aside, and return that offset."""
+        cut bytes aside, and return that offset. With ``fence_tail`` (a clean exit, which
+        leaves no torn write) bad bytes at the end of the last written segment are fenced
+        as a hole instead: the log goes on after them."""
         mfq = self.mapped_file_queue
         files = mfq.mapped_files
         process, seg, pos = log_walk.walk(files, index, check_crc, self._scan_end, self.damage, "recovery")
+        if files and fence_tail and pos < files[seg].file_size:
+            mf = files[seg]
+            end = log_walk.damaged_tail_end(mf, pos, self._scan_end(mf))
+            if end > mf.file_size - END_FILE_MIN_BLANK_LENGTH:
+                end = mf.file_size            # no room left for the end-of-file blank
+            if end > pos:
+                self.damage.add_hole(mf.file_from_offset + pos, mf.file_from_offset + end,
+                                     "recovery after a clean exit")
+                process, pos = mf.file_from_offset + end, end
         if files:
             log_walk.keep_torn_tail(files, seg, pos, self._scan_end, self.damage)
         mfq.flushed_where = process

@@ -25,7 +25,7 @@ from pymq._core.index_file import IndexFile, index_file_size
 from pymq._core.index_query import IndexQuerier
 from pymq._core.mapped_file import MappedFile
 from pymq.config import StoreConfig
-from pymq.errors import DiskFullError
+from pymq.errors import CorruptRecordError, DiskFullError
 from pymq.store.episode_log import EpisodeLog
 
 log = logging.getLogger("pymq")
@@ -335,7 +335,13 @@ class IndexService:
         if not files or files[-1].index_count <= 1:
             return files[-1].end_phy_offset if files else 0
         end = files[-1].end_phy_offset
-        raw = self.commit_log.get_message_bytes(end)
+        hole = self.commit_log.damage.hole_at(end)
+        if hole is not None:                  # the record was destroyed after it was indexed
+            return hole[1]
+        try:
+            raw = self.commit_log.get_message_bytes(end)
+        except CorruptRecordError:
+            return end
         return end + len(raw) if raw is not None else end
 
     # -- queries -----------------------------------------------------------------------------

@@ -120,6 +120,27 @@ def walk(files: list, index: int, check_crc: bool, scan_end: Callable[[MappedFil
     return last.file_from_offset + last.file_size, len(files) - 1, last.file_size
 
 
+def damaged_tail_end(mf: MappedFile, pos: int, end: int) -> int:
+    """After a clean exit, where the damaged last record(s) starting at ``pos`` end: one
+    past the last non-zero byte, or further when the bytes at ``pos`` still carry the
+    magic code and a total size that fits the segment (the record may end in zero bytes).
+    ``pos`` when nothing was written after it, and when the file was found short (``end``
+    below its size): a file that lost its end is a torn write, cut like one (the record
+    running past where the file ended would pass the acceptance rule once that stretch
+    is filled, as the rule does not cover its properties)."""
+    if end < mf.file_size:
+        return pos
+    stop = written_end(mf, pos, end)
+    if stop <= pos:
+        return pos
+    if pos + 8 <= stop:
+        head = mf.read(pos, 8)
+        size = int.from_bytes(head[:4], "big", signed=True)
+        if int.from_bytes(head[4:], "big", signed=True) == record.MESSAGE_MAGIC_CODE_C and stop - pos < size <= end - pos:
+            return pos + size
+    return stop
+
+
 def keep_torn_tail(files: list, index: int, pos: int, scan_end: Callable[[MappedFile], int],
                    ledger: DamageLedger) -> None:
     """Before the log is cut at ``pos`` of ``files[index]``: copy the non-zero bytes after
