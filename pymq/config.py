@@ -62,8 +62,13 @@ class StoreConfig:
     message_index_safe: bool = False
     check_crc_on_recover: bool = True
     # Reads that decode (get_message, Consumer, pop, query_message, look/view by id) check
-    # each record's body CRC; one that fails is never returned (docs/recovery.md).
+    # each record's CRC; one that fails is never returned (docs/recovery.md).
     check_crc_on_read: bool = True
+    # Each record ends with its own CRC over every field (the ``__CRC32#`` property of
+    # RocketMQ 5's enabledAppendPropCRC, 20 bytes): damage to its queue id, queue offset,
+    # topic or properties is then caught like damage to its body. Decoded messages do not
+    # show it; raw pulls (RocketMQ 4 clients) see it as a property.
+    enabled_append_prop_crc: bool = True
     max_msgs_num_batch: int = 64
     # Cleaning (RocketMQ's CleanCommitLogService and friends, see docs/retention.md).
     # A commit-log segment whose last write is older than file_reserved_time hours (a

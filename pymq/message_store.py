@@ -592,7 +592,7 @@ class MessageStore:
             return 0, columns.READ_CQ_END, None
         cl = self.commit_log
         return columns.read_range(cq.appender, cl.mapped_file_queue.mapped_files, cl.file_size, topic,
-                                  queue_id, start, end, max_rows, max_bytes)
+                                  queue_id, start, end, max_rows, max_bytes, self.config.check_crc_on_read)
 
     def get_topics(self) -> dict:
         """``{topic: [queue ids]}`` of every consume queue."""

@@ -8,12 +8,19 @@ description, not against pymq's own decoder.
     walk_segment(path) -> list[dict]     every record of a segment file, from 0 up to the
                                          blank (included) or the first zero bytes
     parse_properties(s) -> dict          RocketMQ 4.9.7 ``string2messageProperties``
+
+A record may end with its own CRC (RocketMQ 5's ``enabledAppendPropCRC``): the last 20
+bytes of its properties are ``__CRC32#`` \\x01, ten digits (least significant first) and
+\\x02, the CRC-32 & 0x7FFFFFFF of the record's bytes before them. ``decode_record`` gives it
+as ``record_crc`` ``(stored, computed)`` (None without one) and leaves it out of
+``properties`` (``raw_properties`` keeps it).
 """
 
 from __future__ import annotations
 
 import ipaddress
 import struct
+import zlib
 
 MESSAGE_MAGIC_CODE = 0xDAA320A7          # v1, as an unsigned 32-bit value
 BLANK_MAGIC_CODE = 0xCBD43194
@@ -140,6 +147,15 @@ def decode_record(buf, pos: int = 0) -> dict:
     if p != end or cal_msg_length(sys_flag, body_len, topic_len, props_len) != total:
         raise DecodeError(f"record at {pos}: size {total} != calMsgLength of its fields")
     props_str = props_raw.decode("utf-8")
+    record_crc = None
+    tail = bytes(mv[end - 20:end]) if props_len >= 20 else b""
+    if (tail[:9] == b"__CRC32#\x01" and tail[19:] == b"\x02" and tail[9:19].isdigit()
+            and (props_len == 20 or mv[end - 21] == 2)):
+        stored = sum(int(chr(d)) * 10 ** i for i, d in enumerate(tail[9:19]))
+        record_crc = (stored, zlib.crc32(mv[pos:end - 20]) & 0x7FFFFFFF)
+        visible = props_raw[:props_len - 20 - (1 if props_len > 20 else 0)].decode("utf-8")
+    else:
+        visible = props_str
     return {
         "blank": False,
         "position": pos,
@@ -162,7 +178,8 @@ def decode_record(buf, pos: int = 0) -> dict:
         "body": body,
         "topic": topic_raw.decode("utf-8"),
         "raw_properties": props_str,
-        "properties": parse_properties(props_str),
+        "properties": parse_properties(visible),
+        "record_crc": record_crc,
     }
 
 

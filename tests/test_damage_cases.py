@@ -1,7 +1,7 @@
 """Named damage cases (issue 6, reshaped by issue 22; STORE_SPEC 8.3): what opening a
 damaged store does.
 
-Each case damages a small, cleanly shut down store (150 messages of topic ``T``, bodies
+Each case damages a small, cleanly shut down store (130 messages of topic ``T``, bodies
 ``body-0000``.., keys ``k0000``.., alternating between queues 0 and 1, three commit-log
 segments' worth of 8 KiB) in one named way and asserts one of the two acceptable outcomes:
 
@@ -69,7 +69,7 @@ from pymq import testing
 from pymq.checker import StoreChecker
 
 TOPIC = "T"
-N = 150
+N = 130
 QUEUES = 2
 SEG = 8 * 1024
 CQ_ENTRIES = 16
@@ -973,8 +973,8 @@ def _flip_body_byte(root: str, written: list[Written], i: int) -> str:
 def test_crc_mismatch_mid_log_is_fenced(tmp_path, abort):
     """A body byte flipped in a record in the middle of the first segment, valid records
     after it. RocketMQ's crash recovery (check_crc_on_recover) stops at it and cuts the log
-    there, dropping every later record, whole and acknowledged as they were (here 109 of
-    150, two and a half segments). pymq fences it instead (issue 22): the damaged record is
+    there, dropping every later record, whole and acknowledged as they were (here 89 of
+    130, most of three segments). pymq fences it instead (issue 22): the damaged record is
     a hole, kept on disk and never returned (not by offset, pull or key); every record after
     it is kept, readable at its offset with its original queue offset, and found by key;
     the queues keep their maxima. After a clean exit recovery rescans the last three

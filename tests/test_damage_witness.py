@@ -1,14 +1,15 @@
 """Named cases for the rules that decide between a damaged queue entry, index file or record
 header (issue 22): each rule the fuzz (``test_damage_fuzz*``) meets at random, once, on
-purpose, with the store of ``test_damage_cases`` (150 messages of topic ``T`` alternating
+purpose, with the store of ``test_damage_cases`` (130 messages of topic ``T`` alternating
 between queues 0 and 1, 8 KiB segments, 16-entry queue files, 16-slot index files).
 
 * an index file whose structure the builder could not have written is found by
   ``IndexFile.first_problem`` and rebuilt from the log: the newest at open, an older one
   when a query first reaches it; every key is found afterwards;
-* a record whose QUEUEID alone was altered (it still passes the acceptance rule: the
-  CRC covers the body only) is never returned and never filed under the queue it names;
-  its queue entry is the witness that keeps its place;
+* a record whose QUEUEID alone was altered is never returned and never filed under the
+  queue it names: its own CRC (``__CRC32#``) fails; a record without one (RocketMQ 4's)
+  still passes the acceptance rule, as BODYCRC covers the body only, and its queue entry
+  is the witness that keeps its place;
 * the newest record of a queue destroyed before the dispatcher reached it (a crash) keeps
   its queue offset: no new message gets it;
 * a queue whose newest entries were zeroed after a clean exit gets them back from the log.
@@ -92,16 +93,18 @@ def _flip_queue_id(root: str, w, new_queue_id: int) -> None:
         f.write(struct.pack(">i", new_queue_id))
 
 
+@pytest.mark.parametrize("record_crc", [True, False], ids=["record-crc", "body-crc-only"])
 @pytest.mark.parametrize("abort", [False, True], ids=["clean", "crash"])
-def test_altered_queue_id_is_witnessed_not_refiled(tmp_path, abort):
+def test_altered_queue_id_is_witnessed_not_refiled(tmp_path, abort, record_crc):
     root = str(tmp_path / "s")
-    written = build(root)
+    config = cfg(enabled_append_prop_crc=record_crc)
+    written = build(root, config=config)
     victim = written[40]                         # queue 0, queue offset 20
     _flip_queue_id(root, victim, 7)
     if abort:
         testing.create_abort(root)
     mine = [w for w in written if w.queue_id == 0]
-    with pymq.MessageStore(root, cfg()) as s:
+    with pymq.MessageStore(root, config) as s:
         s.start()
         wait_dispatched(s)
         assert s.get_max_offset_in_queue(TOPIC, 0) == len(mine)
@@ -110,7 +113,8 @@ def test_altered_queue_id_is_witnessed_not_refiled(tmp_path, abort):
         assert [m.queue_offset for m in pulled] == [w.queue_offset for w in mine if w is not victim]
         assert damaged >= 1
         assert (TOPIC, 7) not in s.get_queue_offset_table(), "the record was filed under the queue its header names"
-        assert s.stats()["damage"]["altered_headers"] >= 1
+        if not record_crc:                       # with it, the record is damage like any other
+            assert s.stats()["damage"]["altered_headers"] >= 1
         r = s.put_message(pymq.Message(topic=TOPIC, body=b"after", queue_id=0))
         assert r.queue_offset == len(mine)
     assert not os.path.isdir(os.path.join(root, "consumequeue", TOPIC, "7"))

@@ -58,6 +58,7 @@ def test_decoder_decodes_the_spec_sample_exactly():
         "store_host_raw": bytes([127, 0, 0, 1, 0, 0, 0x2A, 0x9F]),
         "reconsume_times": 0, "prepared_transaction_offset": 0, "body": b"hello",
         "topic": "TopicTest", "raw_properties": "TAGS\x01TagA", "properties": {"TAGS": "TagA"},
+        "record_crc": None,
     }
     assert rec == expected
     assert rec["body_crc"] == zlib.crc32(b"hello") & 0x7FFFFFFF
@@ -305,6 +306,10 @@ def check_log_against(expected: list, commitlog_dir: str, store_host: str, seed:
         assert rec["topic"] == e.topic, ctx
         assert rec["body"] == e.body, ctx
         assert rec["body_crc"] == zlib.crc32(e.body) & 0x7FFFFFFF, ctx
+        if rec["record_crc"] is None:         # only where the properties leave no room for it
+            assert len(rec["raw_properties"].encode()) > 32767 - 21, ctx
+        else:
+            assert rec["record_crc"][0] == rec["record_crc"][1], ctx
         assert rec["queue_id"] == e.queue_id, ctx
         assert rec["flag"] == e.flag, ctx
         assert rec["queue_offset"] == e.queue_offset, ctx

@@ -34,7 +34,8 @@ from pymq._core.clayout cimport (
 )
 from pymq._core.mapped_file cimport MappedFile
 from pymq._core.message cimport LAZY_ALL, Message, PropsBuf, props_add_str, props_append, props_free, props_init, props_reserve
-from pymq._core.record cimport RecordFields, body_crc32, cal_msg_length, pack_host_cached, write_blank, write_record
+from pymq._core.record cimport (PROP_CRC_LEN, RecordFields, body_crc32, cal_msg_length, pack_host_cached,
+                               write_blank, write_prop_crc, write_record)
 
 import datetime
 import os
@@ -100,7 +101,8 @@ cdef inline void put_hex(char *out, const unsigned char *src, Py_ssize_t n) noex
 
 
 cdef void write_batch(char *dst, RecordFields *fs, const Py_ssize_t *sizes, int64_t *offsets,
-                      Py_ssize_t n, int64_t phys, int64_t qbase, int64_t store_ts) noexcept nogil:
+                      Py_ssize_t n, int64_t phys, int64_t qbase, int64_t store_ts,
+                      const unsigned char *crc_entry) noexcept nogil:
     cdef Py_ssize_t i, pos = 0
     for i in range(n):
         fs[i].store_timestamp = store_ts
@@ -108,7 +110,28 @@ cdef void write_batch(char *dst, RecordFields *fs, const Py_ssize_t *sizes, int6
         fs[i].physical_offset = phys + pos
         offsets[i] = phys + pos
         write_record(dst + pos, &fs[i], sizes[i])
+        if crc_entry[i]:
+            write_prop_crc(dst + pos, sizes[i])
         pos += sizes[i]
+
+
+cdef str PROP_CRC_NAME = "__CRC32#"
+cdef tuple PROP_CRC_SKIP = ("__CRC32#",)
+
+
+cdef bint add_crc_entry(PropsBuf *props) except -1:
+    """Reserve the record's own CRC entry at the end of the message's properties (its digits
+    are written with the record, ``record.write_prop_crc``): a separator first unless the
+    properties are empty or end with one (RocketMQ 5's ``enabledAppendPropCRC`` layout).
+    False, adding nothing, when the properties leave no room for it below the format's
+    32767 bytes: that record is checked by its BODYCRC alone."""
+    cdef bint sep = props.length > props.start and props.data[props.length - 1] != 2
+    if props.length - props.start + sep + PROP_CRC_LEN > MAX_PROPERTIES_LENGTH:
+        return False
+    if sep:
+        props_append(props, b"\x02", 1)
+    props_append(props, b"__CRC32#\x010000000000\x02", PROP_CRC_LEN)
+    return True
 
 
 cdef object _JAVA_LONG = __import__("re").compile(r"[+-]?[0-9]{1,19}")
@@ -369,6 +392,9 @@ cdef class CommitLogAppender:
     # called while timer puts are refused: None once the timer files can take them again
     # (and it reopened them with set_timers_writeable), else why not
     cdef public object timer_gate
+    # each record ends with its own CRC (``__CRC32#``, covering every field), as RocketMQ 5
+    # writes with enabledAppendPropCRC
+    cdef public bint prop_crc
 
     def __cinit__(self):
         if pthread_mutex_init(&self.lock, NULL) != 0:
@@ -396,6 +422,7 @@ cdef class CommitLogAppender:
         self._timers_open = True
         self._timers_reason = NOT_WRITEABLE
         self.timer_gate = None
+        self.prop_crc = True
         self._init_uniq()
 
     cdef _init_uniq(self):
@@ -682,6 +709,7 @@ cdef class CommitLogAppender:
         cdef int64_t now
         cdef int queue_id
         cdef int level
+        cdef bint crc_entry = False
 
         if msg._lazy:
             msg._load(LAZY_ALL)     # a MessageExt put again: everything decoded first
@@ -701,6 +729,9 @@ cdef class CommitLogAppender:
         props_init(&props)
         try:
             msg.write_properties(&props)
+            if msg._properties and PROP_CRC_NAME in msg._properties:
+                props.length = props.start          # the store writes the record's CRC itself
+                msg.write_properties_except(&props, PROP_CRC_SKIP)
             if tx != TRANSACTION_PREPARED_TYPE and tx != TRANSACTION_ROLLBACK_TYPE:
                 # RocketMQ's put-time transforms: a delay level goes to SCHEDULE_TOPIC_XXXX
                 # (queue level-1), a timer message to rmq_sys_wheel_timer; both keep their
@@ -751,6 +782,7 @@ cdef class CommitLogAppender:
                 self._add_uniq(&props, now, r)
             else:
                 r._uniq = msg._properties["UNIQ_KEY"]
+            crc_entry = self.prop_crc and add_crc_entry(&props)
             st = self._check_props(&props)
             if st is not None:
                 return failed(st, f"properties of {props.length} bytes exceed 32767")
@@ -809,6 +841,8 @@ cdef class CommitLogAppender:
                     cur.unpin()
                 else:
                     write_record(cur.base + cur.wrote, &f, total)
+                if crc_entry:
+                    write_prop_crc(cur.base + cur.wrote, total)
                 cur.wrote += total
                 cur.store_timestamp = f.store_timestamp
                 if not (tx == TRANSACTION_PREPARED_TYPE or tx == TRANSACTION_ROLLBACK_TYPE):
@@ -847,6 +881,7 @@ cdef class CommitLogAppender:
         cdef Py_ssize_t uniq_len
         cdef str why
         cdef bint big
+        cdef unsigned char *crc_entry = NULL
 
         if n == 0:
             return failed(MESSAGE_ILLEGAL, "an empty batch")
@@ -887,7 +922,9 @@ cdef class CommitLogAppender:
             prop_start = <Py_ssize_t *>PyMem_Malloc((n + 1) * sizeof(Py_ssize_t))
             sizes = <Py_ssize_t *>PyMem_Malloc(n * sizeof(Py_ssize_t))
             offsets = <int64_t *>PyMem_Malloc(n * sizeof(int64_t))
-            if refs == NULL or fs == NULL or prop_start == NULL or sizes == NULL or offsets == NULL:
+            crc_entry = <unsigned char *>PyMem_Malloc(n)
+            if (refs == NULL or fs == NULL or prop_start == NULL or sizes == NULL or offsets == NULL
+                    or crc_entry == NULL):
                 raise MemoryError()
             for i in range(n):
                 m = <Message>msgs[i]
@@ -896,9 +933,15 @@ cdef class CommitLogAppender:
                 if m._properties is None and m._tags is None and m._keys is None:
                     self._append_uniq(&props, uniq_template, uniq_len)     # the common, bare message
                 else:
-                    m.write_properties(&props)
+                    if m._properties and PROP_CRC_NAME in m._properties:
+                        m.write_properties_except(&props, PROP_CRC_SKIP)
+                    else:
+                        m.write_properties(&props)
                     if m._properties is None or "UNIQ_KEY" not in m._properties:
                         self._append_uniq(&props, uniq_template, uniq_len)
+                client_size += props.length         # the client's encoding has no CRC entry
+                crc_entry[i] = self.prop_crc and add_crc_entry(&props)
+                client_size -= props.length
                 if props.length - prop_start[i] > MAX_PROPERTIES_LENGTH:
                     return failed(PROPERTIES_SIZE_EXCEEDED, f"properties of message {i} exceed 32767 bytes")
                 body = m._body
@@ -964,9 +1007,11 @@ cdef class CommitLogAppender:
                 try:
                     if big:
                         with nogil:
-                            write_batch(cur.base + cur.wrote, fs, sizes, offsets, n, phys, qbase, store_ts)
+                            write_batch(cur.base + cur.wrote, fs, sizes, offsets, n, phys, qbase, store_ts,
+                                        crc_entry)
                     else:
-                        write_batch(cur.base + cur.wrote, fs, sizes, offsets, n, phys, qbase, store_ts)
+                        write_batch(cur.base + cur.wrote, fs, sizes, offsets, n, phys, qbase, store_ts,
+                                    crc_entry)
                 finally:
                     cur.unpin()
                 cur.wrote += total
@@ -986,6 +1031,7 @@ cdef class CommitLogAppender:
             PyMem_Free(prop_start)
             PyMem_Free(sizes)
             PyMem_Free(offsets)
+            PyMem_Free(crc_entry)
         r._status = PUT_OK
         r.commitlog_offset = phys
         r.queue_offset = qbase

@@ -48,7 +48,8 @@ from pymq._core.hton cimport pymq_get_i32, pymq_get_i64
 from pymq._core.cq_unit cimport CqAppender
 from pymq._core.mapped_file cimport MappedFile, segment_for
 from pymq._core.message cimport Message, format_host
-from pymq._core.record cimport RecordLayout, key_word_end, next_property, record_layout
+from pymq._core.record cimport (RecordLayout, key_word_end, next_property, record_crc_ok, record_layout,
+                               visible_props_len)
 
 READ_OK = 0
 READ_CQ_END = 1
@@ -280,10 +281,12 @@ cdef Py_ssize_t _parse_properties(const char *rec, Py_ssize_t start, Py_ssize_t 
 
 def read_range(CqAppender app, list commitlog_files not None, long long commitlog_file_size,
                str topic not None, int queue_id, long long start, long long end,
-               Py_ssize_t max_rows, Py_ssize_t max_bytes):
+               Py_ssize_t max_rows, Py_ssize_t max_bytes, bint check_crc=True):
     """Decode the messages of one queue from offset ``start`` (inclusive) towards ``end``
     (exclusive) into column buffers, at most ``max_rows`` rows and, once one row is in,
-    ``max_bytes`` bytes of records.
+    ``max_bytes`` bytes of records. A record is read only when it passes the store's
+    acceptance rule for an entry (its layout, PHYSICALOFFSET, queue offset and, with
+    ``check_crc``, its checksum); one that does not stops the read (``READ_UNREADABLE``).
 
     Returns ``(count, status, columns)``: ``count`` rows were read (the next offset is
     ``start + count``), ``status`` is one of the ``READ_*`` codes (why the read stopped
@@ -381,7 +384,8 @@ def read_range(CqAppender app, list commitlog_files not None, long long commitlo
                 status = ST_UNREADABLE
                 break
             rec = seg.base + (phy - seg_from)
-            if record_layout(rec, size, &lay) != size:
+            if (record_layout(rec, size, &lay) != size or pymq_get_i64(rec + 28) != phy
+                    or pymq_get_i64(rec + 20) != offset or (check_crc and not record_crc_ok(rec, &lay, size))):
                 status = ST_UNREADABLE
                 break
             if (lay.topic_len != topic_n or memcmp(rec + lay.topic_pos, topic_p, topic_n) != 0
@@ -412,7 +416,7 @@ def read_range(CqAppender app, list commitlog_files not None, long long commitlo
             msg_id.push(idbuf, i)
 
             # properties, and the TAGS / KEYS / UNIQ_KEY columns drawn from them
-            nspan = _parse_properties(rec, lay.props_pos, lay.props_len, spans)
+            nspan = _parse_properties(rec, lay.props_pos, visible_props_len(&lay), spans)
             tags_sp = keys_sp = uniq_sp = NULL
             for i in range(nspan):
                 sp = &spans[i]

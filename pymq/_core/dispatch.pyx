@@ -35,7 +35,7 @@ from pymq._core.clayout cimport TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_
 from pymq._core.cq_unit cimport CqAppender
 from pymq._core.hton cimport pymq_get_i32, pymq_get_i64
 from pymq._core.mapped_file cimport MappedFile
-from pymq._core.record cimport RecordLayout, next_property, record_layout
+from pymq._core.record cimport RecordLayout, next_property, record_crc_ok, record_layout
 
 cdef extern from "pymq_javahash.h" nogil:
     int32_t pymq_java_hash_utf8(const char *buf, size_t n)
@@ -82,6 +82,8 @@ cdef Py_ssize_t parse_request(const char *rec, Py_ssize_t avail, int64_t phys, D
         return total
     if pymq_get_i64(rec + 28) != phys:
         return -1                   # the acceptance rule: a record lies where PHYSICALOFFSET says
+    if not record_crc_ok(rec, &lay, total):
+        return -1                   # altered: filed under no queue (its own CRC covers its queue fields)
     out.commitlog_offset = phys
     out.msg_size = <int32_t>total
     out.queue_id = pymq_get_i32(rec + 12)

@@ -16,7 +16,7 @@ from pymq._core.hton cimport pymq_get_i32, pymq_get_i64
 from pymq._core.index_file cimport IndexFile, index_hash
 from pymq._core.mapped_file cimport MappedFile, segment_for
 from pymq._core.message cimport MessageExt
-from pymq._core.record cimport RecordLayout, body_crc32, ext_from_page
+from pymq._core.record cimport RecordLayout, ext_from_page, record_crc_ok
 
 cdef extern from "Python.h":
     const char *PyUnicode_AsUTF8AndSize(object s, Py_ssize_t *size) except NULL
@@ -133,9 +133,7 @@ cdef class IndexQuerier:
         out = []
         at = 0
         for i in range(n):
-            if (self.check_crc and lays[order[i]].body_len > 0
-                    and body_crc32(dst + at + lays[order[i]].body_pos, lays[order[i]].body_len)
-                    != pymq_get_i32(dst + at + 8)):
+            if self.check_crc and not record_crc_ok(dst + at, &lays[order[i]], sizes[order[i]]):
                 if self.damage is not None:
                     self.damage.crc_error(found[order[i]], topic)
             else:

@@ -46,6 +46,7 @@ from pymq._core.cq_unit cimport CqAppender, lookup_by_time, queue_max_offset
 from pymq._core.mapped_file cimport MappedFile, segment_for
 from pymq._core.message cimport MessageExt
 from pymq._core.record cimport (DecodeCache, RecordLayout, body_crc32, ext_from_page, next_property, record_at,
+                                record_crc_ok,
                                record_layout)
 
 from pymq.status import BoundaryType, GetMessageStatus
@@ -474,9 +475,7 @@ cdef class QueueReader:
                     self._event(EV_BAD, index, offset_py)
                     pos += CQ_STORE_UNIT_SIZE
                     continue
-                if (self.check_crc and not raw and lay.body_len > 0
-                        and body_crc32(seg.base + rpos + lay.body_pos, lay.body_len)
-                        != pymq_get_i32(seg.base + rpos + 8)):
+                if self.check_crc and not raw and not record_crc_ok(seg.base + rpos, &lay, size_py):
                     self._event(EV_CRC, index, offset_py)     # altered: never returned
                     pos += CQ_STORE_UNIT_SIZE
                     continue

@@ -56,9 +56,22 @@ cdef struct RecordLayout:
     Py_ssize_t topic_len
     Py_ssize_t props_pos
     Py_ssize_t props_len
+    bint prop_crc                  # the properties end with the record's CRC (``__CRC32#``)
 
 
 cdef Py_ssize_t record_layout(const char *rec, Py_ssize_t avail, RecordLayout *out) noexcept nogil
+cdef bint record_crc_ok(const char *rec, const RecordLayout *lay, Py_ssize_t total) noexcept nogil
+cdef void write_prop_crc(char *rec, Py_ssize_t total) noexcept nogil
+cdef enum:
+    PROP_CRC_LEN = 20              # "__CRC32#" \x01 ten digits \x02
+
+
+cdef inline Py_ssize_t visible_props_len(const RecordLayout *lay) noexcept nogil:
+    """The length of the record's properties as a message shows them: without the record's
+    own CRC entry and the separator before it."""
+    if not lay.prop_crc:
+        return lay.props_len
+    return lay.props_len - PROP_CRC_LEN - (1 if lay.props_len > PROP_CRC_LEN else 0)
 cdef MessageExt ext_from_page(bytes page, Py_ssize_t rec_pos, const RecordLayout *lay, Py_ssize_t total,
                               DecodeCache cache, str topic=*)
 

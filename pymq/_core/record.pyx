@@ -23,6 +23,17 @@ address takes 20 bytes instead of 8 and shifts every later field)::
     88+b    1  TOPICLENGTH (signed, <= 127), then the topic (UTF-8)
        +    2  PROPERTIESLENGTH (signed, <= 32767), then the properties string (UTF-8)
 
+The record's own checksum (RocketMQ 5's ``enabledAppendPropCRC``), when written: the
+properties end with one more entry, 20 bytes, the last of the record::
+
+    ... \x02 | "__CRC32#" | \x01 | d0 d1 ... d9 | \x02
+               crc32(record[0 : TOTALSIZE - 20]) & 0x7FFFFFFF in decimal, least
+               significant digit first (d0), padded with '0'
+
+It covers every field (queue id, queue offset, topic, properties), where BODYCRC covers
+the body only. A record that carries it is accepted by it; one without (RocketMQ 4's,
+older pymq stores) by its BODYCRC. Decoded messages do not show it among their properties.
+
 End of a segment (written when a record does not fit with 8 bytes to spare)::
 
       0     4  bytes left in the file (maxBlank)
@@ -88,6 +99,38 @@ cdef Py_ssize_t cal_msg_length(int32_t sys_flag, Py_ssize_t body_len, Py_ssize_t
         props_len = 0
     return (4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + born + 8 + store + 4 + 8
             + 4 + body_len + 1 + topic_len + 2 + props_len)
+
+
+cdef const char *PROP_CRC_HEAD = b"__CRC32#\x01"
+
+
+cdef bint record_crc_ok(const char *rec, const RecordLayout *lay, Py_ssize_t total) noexcept nogil:
+    """The record's checksum holds: its own CRC when it carries one (every field), else
+    its BODYCRC (the body)."""
+    cdef int64_t v = 0
+    cdef Py_ssize_t i
+    cdef char c
+    if lay.prop_crc:
+        for i in range(total - 2, total - 12, -1):       # most significant digit first
+            c = rec[i]
+            if c < 48 or c > 57:
+                return False
+            v = v * 10 + (c - 48)
+        return v == <int64_t>(pymq_crc32(0, <const unsigned char *>rec, <size_t>(total - PROP_CRC_LEN))
+                              & 0x7FFFFFFFu)
+    return lay.body_len <= 0 or body_crc32(rec + lay.body_pos, lay.body_len) == pymq_get_i32(rec + 8)
+
+
+cdef void write_prop_crc(char *rec, Py_ssize_t total) noexcept nogil:
+    """Fill in the record's checksum: the record at ``rec`` is written whole, its last 20
+    bytes the ``__CRC32#`` entry (whose digits this writes)."""
+    cdef uint32_t crc = pymq_crc32(0, <const unsigned char *>rec, <size_t>(total - PROP_CRC_LEN)) & 0x7FFFFFFFu
+    cdef Py_ssize_t i
+    memcpy(rec + total - PROP_CRC_LEN, PROP_CRC_HEAD, 9)
+    for i in range(10):
+        rec[total - 11 + i] = <char>(48 + crc % 10)
+        crc //= 10
+    rec[total - 1] = 2
 
 
 cdef int32_t body_crc32(const char *p, Py_ssize_t n) noexcept nogil:
@@ -374,7 +417,8 @@ cdef MessageExt ext_from_page(bytes page, Py_ssize_t rec_pos, const RecordLayout
     m._body_off = <int>lay.body_pos
     m._body_len = <int>lay.body_len
     m._props_off = <int>lay.props_pos
-    m._props_len = <int>lay.props_len
+    # the record's own CRC entry (and the separator before it) is not a property of the message
+    m._props_len = <int>visible_props_len(lay)
     m._lazy = lazy
     return m
 
@@ -394,8 +438,9 @@ cdef MessageExt decode_at(const char *buf, Py_ssize_t avail, bint check_crc, Dec
     total = record_layout(buf, avail, &lay)
     if total <= 0:
         raise CorruptRecordError(_rejection(buf, avail))
-    if check_crc and lay.body_len > 0 and body_crc32(buf + lay.body_pos, lay.body_len) != pymq_get_i32(buf + 8):
-        raise CorruptRecordError(f"body CRC mismatch in the record at {pymq_get_i64(buf + 28)}")
+    if check_crc and not record_crc_ok(buf, &lay, total):
+        raise CorruptRecordError(f"{'record' if lay.prop_crc else 'body'} CRC mismatch in the record at "
+                                 f"{pymq_get_i64(buf + 28)}")
     return ext_from_page(PyBytes_FromStringAndSize(buf, total), 0, &lay, total, cache, topic)
 
 
@@ -473,6 +518,9 @@ cdef Py_ssize_t record_layout(const char *rec, Py_ssize_t avail, RecordLayout *o
         return -1
     if cal_msg_length(sys_flag, out.body_len, out.topic_len, out.props_len) != total:
         return -1
+    out.prop_crc = (out.props_len >= PROP_CRC_LEN and rec[total - 1] == 2
+                    and memcmp(rec + total - PROP_CRC_LEN, PROP_CRC_HEAD, 9) == 0
+                    and (out.props_len == PROP_CRC_LEN or rec[total - PROP_CRC_LEN - 1] == 2))
     return total
 
 
@@ -481,9 +529,8 @@ cdef Py_ssize_t check_record(const char *buf, Py_ssize_t avail, bint check_crc) 
     consistent, 0 at an end-of-file blank, -1 otherwise."""
     cdef RecordLayout lay
     cdef Py_ssize_t total = record_layout(buf, avail, &lay)
-    if total > 0 and check_crc and lay.body_len > 0:
-        if body_crc32(buf + lay.body_pos, lay.body_len) != pymq_get_i32(buf + 8):
-            return -1
+    if total > 0 and check_crc and not record_crc_ok(buf, &lay, total):
+        return -1
     return total
 
 
@@ -503,7 +550,7 @@ cdef Py_ssize_t record_at(const char *base, Py_ssize_t pos, Py_ssize_t end, Py_s
         return 0 if pymq_get_i32(base + pos) == file_size - pos else -1
     if total < 0 or pymq_get_i64(base + pos + 28) != file_from + pos:
         return -1
-    if check_crc and lay.body_len > 0 and body_crc32(base + lay.body_pos + pos, lay.body_len) != pymq_get_i32(base + pos + 8):
+    if check_crc and not record_crc_ok(base + pos, &lay, total):
         return -1
     return total
 

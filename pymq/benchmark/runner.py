@@ -32,12 +32,13 @@ from .realistic import REALISTIC
 from .retention import PymqPutNotCleaning, PymqPutWhileCleaning
 from .transaction import PymqPutWithHalves, PymqPutWithoutHalves
 from .sqlite import SqliteExecutemany, SqliteInsertPerTxn, SqliteReadPages
-from .write import LmdbPutMulti, LmdbPutPerTxn, PymqPutMessage, PymqPutMessages, QueuelibPush
+from .write import (LmdbPutMulti, LmdbPutPerTxn, PymqPutMessage, PymqPutMessageNoRecordCrc, PymqPutMessages,
+                    PymqPutMessagesNoRecordCrc, QueuelibPush)
 
 #: Every workload, in output order; a group's pymq row comes first.
 WORKLOADS: tuple[type[Workload], ...] = (
-    PymqPutMessage, LmdbPutPerTxn, QueuelibPush, SqliteInsertPerTxn,
-    PymqPutMessages, LmdbPutMulti, SqliteExecutemany,
+    PymqPutMessage, PymqPutMessageNoRecordCrc, LmdbPutPerTxn, QueuelibPush, SqliteInsertPerTxn,
+    PymqPutMessages, PymqPutMessagesNoRecordCrc, LmdbPutMulti, SqliteExecutemany,
     PymqDispatch, PymqPutMessagesReference,
     PymqGetMessage, PymqGetMessageNoCrc, QueuelibPop, LmdbCursorRead, SqliteReadPages,
     PymqTimeLookup, BisectTimeLookup,

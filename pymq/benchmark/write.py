@@ -1,7 +1,12 @@
-"""Write workloads: pymq put_message / put_messages next to lmdb and queuelib."""
+"""Write workloads: pymq put_message / put_messages next to lmdb and queuelib.
+
+``pymq-no-record-crc`` rows are pymq with ``enabled_append_prop_crc=False`` (records carry
+their BODYCRC only, as RocketMQ 4 writes them): beside ``pymq`` they show what the record's
+own CRC costs a put."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any
 
@@ -73,6 +78,33 @@ class PymqPutMessages(_PymqWorkload):
             result = store.put_messages([Message(topic=TOPIC, body=body) for _ in range(size)])
         self.last = result
         self.written += n
+
+
+class _NoRecordCrc:
+    """Mixin: the same workload on a store that writes no ``__CRC32#`` entry."""
+
+    implementation = "pymq-no-record-crc"
+
+    def note(self) -> str:
+        return super().note() + "; enabled_append_prop_crc=False"
+
+    def open(self, path: str) -> None:
+        self.last, self.written = None, 0
+        cfg = dataclasses.replace(store_config(self.options), enabled_append_prop_crc=False)
+        self.store = pymq.MessageStore(os.path.join(path, "store"), cfg)
+        self.store.start()
+
+
+class PymqPutMessageNoRecordCrc(_NoRecordCrc, PymqPutMessage):
+    """``PymqPutMessage`` without the record's own CRC."""
+
+    operation = "store.put_message(Message(...)), enabled_append_prop_crc=False"
+
+
+class PymqPutMessagesNoRecordCrc(_NoRecordCrc, PymqPutMessages):
+    """``PymqPutMessages`` without the record's own CRC."""
+
+    operation = "store.put_messages([Message(...) x batch]), enabled_append_prop_crc=False"
 
 
 class _LmdbWorkload(Workload):

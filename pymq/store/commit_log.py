@@ -42,6 +42,7 @@ class CommitLog:
                                                  allocate_service, read_only)
         self.appender = CommitLogAppender(self._roll, self.file_size, config.store_host,
                                           config.max_message_size, config.topic_validation)
+        self.appender.prop_crc = config.enabled_append_prop_crc
         self.disk_guard = None          # set by the store (DiskGuard) for writers
         self.damage = DamageLedger()    # holes fenced, damage met by reads
 

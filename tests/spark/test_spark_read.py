@@ -154,6 +154,40 @@ def test_fail_on_data_loss(spark, tmp_path):
     assert load(spark, path).count() == 1500 - first            # earliest means what is left
 
 
+@pytest.mark.parametrize("where", ["body", "queue-id"])
+def test_a_damaged_record_is_never_returned(spark, tmp_path, where):
+    """A record whose body or queue id was altered on disk fails its checksum: the read
+    reports it as data loss (an error by default) and, with failOnDataLoss=false, returns
+    every other record and never the altered one."""
+    import struct
+
+    from pymq import testing
+    from pymq.spark import stores
+
+    path = str(tmp_path / "damaged")
+    fill_store(path, {("T", 0): 50})
+    want = {m.queue_offset: m.body for m in store_messages(path)}
+    victim = [m for m in store_messages(path) if m.queue_offset == 20][0]
+    seg = [p for p in testing.segments(path) if int(os.path.basename(p)) <= victim.commitlog_offset][-1]
+    at = victim.commitlog_offset - int(os.path.basename(seg))
+    with open(seg, "r+b") as f:
+        if where == "body":
+            f.seek(at)
+            rec = f.read(victim.store_size)
+            body_at = rec.index(victim.body)
+            f.seek(at + body_at)
+            f.write(bytes([rec[body_at] ^ 0x20]))
+        else:
+            f.seek(at + 12)
+            f.write(struct.pack(">i", 5))
+    stores.close_all()
+    with pytest.raises(Exception, match="failOnDataLoss"):
+        load(spark, path).collect()
+    rows = load(spark, path, failOnDataLoss="false").collect()
+    assert sorted(r.queue_offset for r in rows) == [o for o in range(50) if o != 20]
+    assert all(r.body == want[r.queue_offset] for r in rows)
+
+
 def test_bad_options_fail_at_planning(spark, store_dir):
     for options, message in [({"startingOffsets": "soon"}, "startingOffsets"),
                              ({"minPartitions": "0"}, "minPartitions"),
