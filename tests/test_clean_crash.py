@@ -69,6 +69,16 @@ def _run_child(path, rng):
     finally:
         p.send_signal(signal.SIGKILL)
         p.wait()
+        # what the child printed before the kill and the loop did not read: its last ack may
+        # be there, with cleanings that deleted the segment of the last ack read above
+        for line in p.stdout:
+            parts = line.split()
+            if len(parts) != 2 or not line.endswith("\n"):
+                continue                        # cut by the kill
+            if parts[0] == "ack":
+                last_ack = int(parts[1])
+            else:
+                cleaned += 1
         p.stdout.close()
     assert cleaned >= 1, "the child never cleaned"
     return last_ack
