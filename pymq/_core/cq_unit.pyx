@@ -63,7 +63,8 @@ cdef class CqAppender:
     at or below ``max_physic_offset`` was already built and is skipped (replays are
     idempotent); the common case, the next entry of a file with room, is written here in
     C; anything else (a new or full file, a queue starting past 0, a duplicate or a gap)
-    goes to the Python queue's ``_put_slow``.
+    goes to the Python queue's ``_put_slow`` (so does an entry past the disk blocks a
+    sparse file has reserved: the slow path reserves more).
     """
 
     def __init__(self, queue, Py_ssize_t file_size, mapped_file_queue=None):
@@ -85,7 +86,7 @@ cdef class CqAppender:
         cdef char *p
         if offset + size <= self.max_physic_offset:
             return 1
-        if (cur is not None and cur.base != NULL and cur.writable and cur.wrote + CQ_STORE_UNIT_SIZE <= cur.file_size
+        if (cur is not None and cur.base != NULL and cur.writable and cur.wrote + CQ_STORE_UNIT_SIZE <= cur.reserved
                 and cur.file_from_offset + cur.wrote == expect):
             p = cur.base + cur.wrote
             pymq_put_i64(p, offset)
@@ -113,7 +114,7 @@ cdef class CqAppender:
         if self.cur is None or self.cur.base == NULL or not self.cur.writable:
             return 0
         wrote = self.cur.wrote
-        if wrote + CQ_STORE_UNIT_SIZE > self.cur.file_size or self.cur.file_from_offset + wrote != cq_offset * CQ_STORE_UNIT_SIZE:
+        if wrote + CQ_STORE_UNIT_SIZE > self.cur.reserved or self.cur.file_from_offset + wrote != cq_offset * CQ_STORE_UNIT_SIZE:
             return 0
         p = self.cur.base + wrote
         pymq_put_i64(p, offset)
@@ -142,6 +143,44 @@ def read_unit(MappedFile mf, Py_ssize_t pos):
         return None
     return (pymq_get_i64(mf.base + pos), pymq_get_i32(mf.base + pos + 8),
             pymq_get_i64(mf.base + pos + 12))
+
+
+def scan_shape(MappedFile mf, Py_ssize_t start, long long log_extent, long long max_phy,
+               long long before_last, long long last_at, int lost_size):
+    """Recovery's walk over one file's entries from byte ``start`` (``ConsumeQueue.recover``),
+    in C: entries are taken while they can describe a record (offset >= 0, size > 0, lost
+    markers of size ``lost_size`` included), end within ``log_extent`` and come in log
+    order. ``max_phy`` is the end of the last record taken before, ``last_at`` where that
+    entry lies and ``before_last`` the end before it. Returns ``(pos, complete, max_phy,
+    before_last, last_at)``: ``pos`` where the walk stopped (the file's readable end when
+    ``complete``). At an entry out of log order the one before it is taken back (``pos``
+    is then its position relative to this file, maybe negative: in an earlier file)."""
+    cdef Py_ssize_t pos = start, end
+    cdef int64_t phy
+    cdef int32_t size
+    cdef long long origin = mf.file_from_offset
+    if mf.base == NULL:
+        return start, False, max_phy, before_last, last_at
+    end = mf.wrote if mf.wrote < mf.file_size else mf.file_size
+    while pos + CQ_STORE_UNIT_SIZE <= mf.file_size:
+        if pos + CQ_STORE_UNIT_SIZE > end:
+            return pos, False, max_phy, before_last, last_at
+        phy = pymq_get_i64(mf.base + pos)
+        size = pymq_get_i32(mf.base + pos + 8)
+        if phy < 0 or size <= 0:
+            return pos, False, max_phy, before_last, last_at
+        if size != lost_size:
+            if phy + size > log_extent:
+                return pos, False, max_phy, before_last, last_at
+            if phy < max_phy:
+                # out of order: this entry or the one before is garbage; the one before is
+                # taken back (see ConsumeQueue.recover)
+                return <Py_ssize_t>(last_at - origin), False, before_last, before_last, last_at
+            before_last = max_phy
+            last_at = origin + pos
+            max_phy = phy + size
+        pos += CQ_STORE_UNIT_SIZE
+    return pos, True, max_phy, before_last, last_at
 
 
 def read_unit_raw(MappedFile mf, Py_ssize_t pos):

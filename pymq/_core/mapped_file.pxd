@@ -8,11 +8,14 @@ cdef class MappedFile:
     cdef Py_ssize_t flushed
     cdef public long long store_timestamp     # newest store timestamp appended (checkpoint)
     cdef public bint first_create_in_queue
+    cdef readonly Py_ssize_t reserved         # bytes from 0 known allocated on disk
+    cdef readonly Py_ssize_t reserve_chunk    # 0: allocated whole; else sparse, reserved by this much
     cdef int _exports
     cdef int _pins
     cdef bint _closing
     cdef object __weakref__
 
+    cpdef int reserve(self, Py_ssize_t upto) except -1
     cdef inline int pin(self) except -1
     cdef inline void unpin(self) noexcept
     cdef int _check_open(self) except -1

@@ -5,7 +5,10 @@ A segment is named by the offset of its first byte in its queue (20 digits), has
 size, and tracks how far it is written (``wrote_position``) and forced to disk
 (``flushed_position``). New segments are allocated on disk with ``posix_fallocate`` before
 they are mapped, so a full disk is an error at creation (``DiskFullError``), never a SIGBUS
-inside a mapped write.
+inside a mapped write. A file opened with a ``reserve_chunk`` is sparse instead: it gets
+its full length at once but disk blocks only ahead of the writes, ``reserve_chunk`` bytes
+at a time (``reserve``, which every write path calls first), so a file holding a few
+entries takes a few blocks and a full disk is still an error before the write.
 
 Differences from RocketMQ: there is no transient store pool (the committed position is the
 wrote position), and the reference counting of ``ReferenceResource`` is replaced by
@@ -17,7 +20,7 @@ release.
 from libc.errno cimport EFBIG, EINTR, ENOSPC, errno
 from libc.string cimport memcpy, memset, strerror
 from posix.fcntl cimport O_CREAT, O_RDONLY, O_RDWR, open as c_open
-from posix.unistd cimport close as c_close
+from posix.unistd cimport close as c_close, ftruncate
 from posix.stat cimport struct_stat, fstat
 from posix.mman cimport (MAP_FAILED, MAP_SHARED, MS_SYNC, PROT_READ, PROT_WRITE, madvise,
                          mmap, msync, munmap)
@@ -40,11 +43,13 @@ cdef extern from "fcntl.h" nogil:
 
 cdef extern from *:
     """
+    #include <sys/mman.h>
     #ifndef MADV_POPULATE_READ
     #define MADV_POPULATE_READ 22
     #endif
     """
     int MADV_POPULATE_READ
+    int MADV_RANDOM
 
 
 def offset_to_file_name(long long offset) -> str:
@@ -61,7 +66,8 @@ cdef class MappedFile:
     is a number, else 0. Positions are in bytes from the start of this file.
     """
 
-    def __cinit__(self, str path, Py_ssize_t file_size, bint create=False, bint writable=True):
+    def __cinit__(self, str path, Py_ssize_t file_size, bint create=False, bint writable=True,
+                  Py_ssize_t reserve_chunk=0):
         self.base = NULL
         self.file_name = path
         self.file_size = file_size
@@ -72,6 +78,7 @@ cdef class MappedFile:
         cdef struct_stat st
         cdef void *p
         cdef bint fresh
+        cdef Py_ssize_t alloc
         if file_size <= 0:
             raise ValueError("file_size must be positive")
         if create and not writable:
@@ -89,11 +96,22 @@ cdef class MappedFile:
         try:
             if fstat(fd, &st) != 0:
                 raise OSError(errno, f"{strerror(errno).decode()}: {open_path}")
+            self.reserve_chunk = reserve_chunk if 0 < reserve_chunk < file_size else 0
+            # an existing sparse file: what is allocated is not known, the first write
+            # reserves from 0 (already allocated blocks cost nothing)
+            self.reserved = file_size if self.reserve_chunk == 0 or not writable else 0
             if fresh:
+                if self.reserve_chunk:
+                    if ftruncate(fd, file_size) != 0:
+                        raise OSError(errno, f"{strerror(errno).decode()}: {open_path}")
+                    alloc = self.reserve_chunk
+                else:
+                    alloc = file_size
                 with nogil:
-                    rc = posix_fallocate(fd, 0, file_size)
+                    rc = posix_fallocate(fd, 0, alloc)
                     while rc == EINTR:
-                        rc = posix_fallocate(fd, 0, file_size)
+                        rc = posix_fallocate(fd, 0, alloc)
+                self.reserved = alloc
                 if rc != 0:
                     if rc == ENOSPC or rc == EFBIG:
                         raise DiskFullError(rc, f"cannot allocate {file_size} bytes for {path}: {strerror(rc).decode()}")
@@ -105,6 +123,10 @@ cdef class MappedFile:
             if p == MAP_FAILED:
                 raise OSError(errno, f"mmap failed for {path}: {strerror(errno).decode()}")
             self.base = <char *>p
+            if self.reserve_chunk:
+                # a sparse file is mostly holes: a fault must not read (zero-fill) megabytes
+                # around it, or opening thousands of nearly empty queues pages in gigabytes
+                madvise(p, file_size, MADV_RANDOM)
             if fresh:
                 os.rename(open_path, path)
         except BaseException:
@@ -213,6 +235,38 @@ cdef class MappedFile:
 
     # -- writing ---------------------------------------------------------------------------
 
+    cpdef int reserve(self, Py_ssize_t upto) except -1:
+        """Make sure the disk blocks of bytes ``[0, upto)`` are allocated (sparse files:
+        through the next ``reserve_chunk`` boundary). Raises ``DiskFullError`` when the
+        disk has no room: the write that asked for it must not happen."""
+        cdef int fd, rc
+        cdef Py_ssize_t start = self.reserved, end
+        cdef bytes bpath
+        if upto <= self.reserved:
+            return 0
+        self._check_open()
+        end = (upto + self.reserve_chunk - 1) // self.reserve_chunk * self.reserve_chunk
+        if end > self.file_size:
+            end = self.file_size
+        bpath = os.fsencode(self.file_name)
+        fd = c_open(bpath, O_RDWR, 0)
+        if fd < 0:
+            raise OSError(errno, f"{strerror(errno).decode()}: {self.file_name}")
+        try:
+            with nogil:
+                rc = posix_fallocate(fd, start, end - start)
+                while rc == EINTR:
+                    rc = posix_fallocate(fd, start, end - start)
+        finally:
+            c_close(fd)
+        if rc != 0:
+            if rc == ENOSPC or rc == EFBIG:
+                raise DiskFullError(rc, f"cannot reserve {end - start} bytes of {self.file_name}: "
+                                        f"{strerror(rc).decode()}")
+            raise OSError(rc, f"posix_fallocate failed for {self.file_name}: {strerror(rc).decode()}")
+        self.reserved = end
+        return 0
+
     def append_message(self, data) -> bool:
         """Append ``data`` if it fits entirely (consume queues); False, writing nothing, else."""
         cdef const unsigned char[::1] view = memoryview(data).cast("B")
@@ -222,6 +276,8 @@ cdef class MappedFile:
             raise StoreStateError("segment is read-only")
         if self.wrote + n > self.file_size:
             return False
+        if self.wrote + n > self.reserved:
+            self.reserve(self.wrote + n)
         if n:
             memcpy(self.base + self.wrote, &view[0], n)
         self.wrote += n
@@ -236,6 +292,8 @@ cdef class MappedFile:
             raise StoreStateError("segment is read-only")
         if pos < 0 or pos + n > self.file_size:
             raise ValueError("write outside the file")
+        if pos + n > self.reserved:
+            self.reserve(pos + n)
         if n:
             memcpy(self.base + pos, &view[0], n)
 
@@ -243,7 +301,7 @@ cdef class MappedFile:
         """Make bytes ``[start, end)`` zero on disk and in the mapping (recovery's cut).
 
         Punches a hole and allocates it again (two metadata operations, however large the
-        range), so the disk space stays reserved; falls back to writing zeros where the
+        range; a sparse file only what it had reserved), so the disk space stays reserved; falls back to writing zeros where the
         file system cannot punch holes. Positions are not changed.
         """
         cdef int fd, rc = -1
@@ -260,8 +318,8 @@ cdef class MappedFile:
         if fd >= 0:
             with nogil:
                 rc = fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, start, end - start)
-                if rc == 0:
-                    rc = posix_fallocate(fd, start, end - start)
+                if rc == 0 and start < self.reserved:      # a sparse file keeps only its reservation
+                    rc = posix_fallocate(fd, start, (end if end < self.reserved else self.reserved) - start)
             c_close(fd)
         if rc != 0:
             self.pin()

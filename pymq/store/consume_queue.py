@@ -19,10 +19,12 @@ import struct
 import threading
 from typing import Optional
 
-from pymq._core.cq_unit import CqAppender, offset_by_time, read_unit, read_unit_raw, verify_entries
+from pymq._core.cq_unit import CqAppender, offset_by_time, read_unit, read_unit_raw, scan_shape, verify_entries
+from pymq._core.record import last_nonzero
 from pymq.errors import CorruptStoreError, SegmentSizeError
 from pymq.status import BoundaryType
 
+from .log_walk import data_end
 from .mapped_file_queue import MappedFileQueue
 from .queue_repair import LOST_SIZE, fill_gap, gap_is_possible, mark_lost_at, replace_marker
 
@@ -37,13 +39,16 @@ class ConsumeQueue:
     """The consume queue of one topic and queue id."""
 
     def __init__(self, topic: str, queue_id: int, root: str, entries_per_file: int,
-                 commit_log, read_only: bool = False) -> None:
+                 commit_log, read_only: bool = False, reserve_chunk: int = 0) -> None:
         self.topic = topic
         self.queue_id = queue_id
         self.file_size = entries_per_file * CQ_STORE_UNIT_SIZE
         self.commit_log = commit_log
         self.store_path = os.path.join(root, "consumequeue", topic, str(queue_id))
-        self.mapped_file_queue = MappedFileQueue(self.store_path, self.file_size, read_only=read_only)
+        # files are sparse, with disk reserved ``reserve_chunk`` bytes ahead of the entries
+        # (0: allocated whole, as RocketMQ does)
+        self.mapped_file_queue = MappedFileQueue(self.store_path, self.file_size, read_only=read_only,
+                                                 reserve_chunk=reserve_chunk)
         self.appender = CqAppender(self, self.file_size, self.mapped_file_queue)
         self.load_error: Optional[str] = None   # why a read-only open could not map the files
         self.claimed_elsewhere = None           # set by the store: header_witness.claimed_elsewhere
@@ -108,27 +113,11 @@ class ConsumeQueue:
         before_last = last_at = -1              # max_phy before the newest real entry, and where it is
         while index < len(files):
             mf = files[index]
-            pos = 0
-            complete = True
-            while pos + CQ_STORE_UNIT_SIZE <= self.file_size:
-                unit = read_unit(mf, pos)
-                if unit is None or unit[0] < 0 or unit[1] <= 0:
-                    complete = False
-                    break
-                if unit[1] != LOST_SIZE:
-                    if unit[0] + unit[1] > log_extent:
-                        complete = False
-                        break
-                    if unit[0] < max_phy:
-                        # out of order: this entry or the one before is garbage; cut at the
-                        # one before (a good entry cut is refilled from the log, a bad one kept
-                        # would make the refill skip the records it claims to cover)
-                        complete = False
-                        pos, max_phy = last_at - mf.file_from_offset, before_last
-                        break
-                    before_last, last_at = max_phy, mf.file_from_offset + pos
-                    max_phy = unit[0] + unit[1]
-                pos += CQ_STORE_UNIT_SIZE
+            # an entry out of log order takes the one before it back: a good entry cut is
+            # refilled from the log, a bad one kept would make the refill skip the records
+            # it claims to cover
+            pos, complete, max_phy, before_last, last_at = scan_shape(mf, 0, log_extent, max_phy, before_last,
+                                                                      last_at, LOST_SIZE)
             while pos < 0:                      # the entry before is in an earlier file
                 index -= 1
                 mf = files[index]
@@ -142,7 +131,7 @@ class ConsumeQueue:
             self.commit_log.damage.queue_rebuilt(self.topic, self.queue_id, process // CQ_STORE_UNIT_SIZE,
                                                  "cannot describe a record (bad shape, past the log, or out of order)")
         mfq.flushed_where = process
-        mfq.truncate_dirty_files(process)
+        mfq.truncate_dirty_files(process, zero=not whole)     # whole: nothing but zeros after it
         self.appender.set_state(mfq.get_last_mapped_file(), max_phy)
         return whole
 
@@ -156,11 +145,9 @@ class ConsumeQueue:
         if mfq.mapped_files[-1] is not mf:
             return True
         pos = offset - mf.file_from_offset
-        while pos + CQ_STORE_UNIT_SIZE <= self.file_size:
-            if read_unit_raw(mf, pos) != (0, 0, 0):
-                return True
-            pos += CQ_STORE_UNIT_SIZE
-        return False
+        # the file's extents first: the unwritten rest of a sparse file is not read
+        end = data_end(mf.file_name, pos, self.file_size)
+        return end > pos and last_nonzero(mf, pos, end) >= 0
 
     def verify_tail(self, last_files: int = 0, witness=None, min_phy: int = 0) -> bool:
         """Check entries against the commit log (in C, about 0.1 us an entry) and cut at

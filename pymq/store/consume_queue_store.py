@@ -38,7 +38,8 @@ class ConsumeQueueStore:
             cq = self._queues.get(key)
             if cq is None:
                 cq = ConsumeQueue(topic, queue_id, self.root, self.config.consume_queue_entries,
-                                  self.commit_log, read_only=self.read_only)
+                                  self.commit_log, read_only=self.read_only,
+                                  reserve_chunk=self.config.consume_queue_reserve_bytes)
                 cq.claimed_elsewhere = lambda t, q, i, phy: claimed_elsewhere(self, t, q, i, phy)
                 self._apply_floor(cq)
                 self._queues[key] = cq

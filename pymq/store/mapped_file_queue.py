@@ -27,9 +27,10 @@ class MappedFileQueue:
 
     def __init__(self, store_path: str, file_size: int,
                  allocate_service: Optional[AllocateMappedFileService] = None,
-                 read_only: bool = False) -> None:
+                 read_only: bool = False, reserve_chunk: int = 0) -> None:
         self.store_path = store_path
         self.file_size = file_size
+        self.reserve_chunk = reserve_chunk      # > 0: sparse files, disk reserved ahead of writes
         self.allocate_service = allocate_service
         self.read_only = read_only
         self.mapped_files: list[MappedFile] = []
@@ -71,7 +72,7 @@ class MappedFileQueue:
             for name in names:
                 try:
                     mf = MappedFile(os.path.join(self.store_path, name), self.file_size,
-                                    writable=not self.read_only)
+                                    writable=not self.read_only, reserve_chunk=self.reserve_chunk)
                 except FileNotFoundError:
                     if not self.read_only:
                         raise
@@ -185,7 +186,7 @@ class MappedFileQueue:
                 nxt = os.path.join(self.store_path, offset_to_file_name(offset + self.file_size))
                 self.allocate_service.prepare(nxt, self.file_size)
             else:
-                mf = MappedFile(path, self.file_size, create=True)
+                mf = MappedFile(path, self.file_size, create=True, reserve_chunk=self.reserve_chunk)
             if not files:
                 mf.first_create_in_queue = True
             self.mapped_files = files + [mf]
@@ -296,9 +297,10 @@ class MappedFileQueue:
 
     # -- truncation and teardown -----------------------------------------------------------
 
-    def truncate_dirty_files(self, offset: int) -> None:
+    def truncate_dirty_files(self, offset: int, zero: bool = True) -> None:
         """Cut everything at and after ``offset``: the segment holding it gets its positions
-        set there; segments wholly after it are deleted."""
+        set there (and, unless the caller knows only zeros follow, ``zero`` False, its bytes
+        after it are zeroed); segments wholly after it are deleted."""
         with self._lock:
             keep = []
             for mf in self.mapped_files:
@@ -307,7 +309,7 @@ class MappedFileQueue:
                     if offset >= mf.file_from_offset:
                         pos = offset - mf.file_from_offset
                         mf.set_positions(pos)
-                        if not self.read_only:
+                        if not self.read_only and zero:
                             # what was cut must not come back: a later recovery would read
                             # on past new records into the old ones
                             mf.zero_range(pos)
