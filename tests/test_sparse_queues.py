@@ -13,6 +13,8 @@ import time
 
 import pytest
 from conftest import mounted_tmpfs, small_config
+from test_disk_full import fill_disk
+from test_index_file_format import wait_dispatched
 
 import pymq
 from pymq import PutMessageStatus
@@ -27,13 +29,6 @@ def blocks(path: str) -> int:
         for n in names:
             total += os.stat(os.path.join(d, n)).st_blocks * 512
     return total
-
-
-def wait_dispatched(store, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while store.dispatch_behind_bytes():
-        assert time.monotonic() < deadline, "the dispatcher did not catch up"
-        time.sleep(0.005)
 
 
 def test_queue_files_keep_their_length_and_take_blocks_for_their_entries(tmp_path):
@@ -117,14 +112,7 @@ def test_a_full_disk_at_reservation_is_an_error_not_a_sigbus(tmpfs, caplog):
         acked = [s.put_message(pymq.Message(topic="T", body=b"a%d" % i)) for i in range(150)]
         wait_dispatched(s)
         fill = str(tmpfs / "fill")
-        fd = os.open(fill, os.O_WRONLY | os.O_CREAT, 0o644)
-        try:
-            while True:
-                os.write(fd, b"\1" * 4096)
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
+        fill_disk(fill)
         caplog.set_level(logging.ERROR, logger="pymq")
         more = []
         for i in range(150, 400):              # the segment has room; the queue file's blocks do not
