@@ -137,3 +137,18 @@ def test_a_full_disk_at_reservation_is_an_error_not_a_sigbus(tmpfs, caplog):
         assert got == [b"a%d" % i for i in range(150)] + [b"a%d" % (150 + i) for i in range(len(more))]
     finally:
         s.shutdown()
+
+
+def test_stats_count_the_maps(tmp_path):
+    root = str(tmp_path / "s")
+    with pymq.MessageStore(root, small_config(consume_queue_entries=100)) as s:
+        s.start()
+        for q in range(5):
+            for _ in range(150):                 # two files in each queue
+                s.put_message(pymq.Message(topic="T", body=b"x", queue_id=q))
+        wait_dispatched(s)
+        maps = s.stats()["maps"]
+        assert maps["consume_queue"] == 10
+        assert maps["commitlog"] == len(s.commit_log.mapped_file_queue.mapped_files) >= 1
+        assert maps["total"] == maps["commitlog"] + maps["consume_queue"] + maps["index"] + maps["timer"]
+        assert maps["max_map_count"] is None or maps["max_map_count"] > 0

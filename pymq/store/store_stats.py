@@ -153,6 +153,29 @@ def _commit_log(store, bounds: dict) -> dict:
     }
 
 
+def _max_map_count() -> Optional[int]:
+    try:
+        with open("/proc/sys/vm/max_map_count") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return None
+
+
+def _maps(store) -> dict:
+    """Files the store holds mapped, by kind (each one ``mmap``: the process may hold at
+    most ``vm.max_map_count`` of all kinds)."""
+    ts = getattr(store, "timer_service", None)         # a read-only store runs no timers
+    out = {
+        "commitlog": len(store.commit_log.mapped_file_queue.mapped_files),
+        "consume_queue": sum(len(cq.mapped_file_queue.mapped_files) for cq in store.consume_queues.queues()),
+        "index": len(store.index_service.index_files),
+        "timer": len(ts.timer_log.mapped_files) + (ts.wheel is not None) if ts is not None else 0,
+    }
+    out["total"] = sum(out.values())
+    out["max_map_count"] = _max_map_count()
+    return out
+
+
 def _index(store) -> dict:
     """The key index: whether it is being built, and whether it paused for want of space
     (then ``query_message`` finds nothing stored from ``paused_at`` on)."""
@@ -258,6 +281,7 @@ def store_stats(store, stats_service, backlog: TimerBacklog, offsets: Optional[d
         "groups": _groups(table, bounds),
         "disk": _disk(store),
         "index": _index(store),
+        "maps": _maps(store),
         "delay": _delay(store, bounds),
         "timer": _timer(store, backlog),
         "services": services(store),
