@@ -19,9 +19,12 @@ the true sizes works and records them again.
 from __future__ import annotations
 
 import collections
+import contextlib
+import contextvars
 import dataclasses
 import json
 import os
+from typing import Optional
 
 from ._core.index_file import index_file_size
 from .config import StoreConfig
@@ -81,20 +84,48 @@ def recorded_sizes(store_path: str) -> tuple[dict, str | None]:
         return {}, f"{sizes_path(store_path)} is unreadable ({e}): file sizes read off the files instead"
 
 
+#: within ``one_look``: what was read of each directory and file, so the checks of one
+#: open (which look at the same tens of thousands of queue files several times) list each
+#: directory and read each length once
+_LOOK: contextvars.ContextVar[Optional[dict]] = contextvars.ContextVar("pymq_store_sizes_look", default=None)
+
+
+@contextlib.contextmanager
+def one_look():
+    """Each directory listed and each file's length read once inside (per thread)."""
+    token = _LOOK.set({})
+    try:
+        yield
+    finally:
+        _LOOK.reset(token)
+
+
 def numbered_files(path: str) -> list[str]:
     """Names of the files in directory ``path`` named by their offset (digits only), in
     order; none when the directory is missing."""
+    look = _LOOK.get()
+    if look is not None and ("ls", path) in look:
+        return look[("ls", path)]
     try:
-        return sorted(n for n in os.listdir(path) if n.isdigit())
+        out = sorted(n for n in os.listdir(path) if n.isdigit())
     except (FileNotFoundError, NotADirectoryError):
-        return []
+        out = []
+    if look is not None:
+        look[("ls", path)] = out
+    return out
 
 
 def _size_of(path: str) -> int | None:
+    look = _LOOK.get()
+    if look is not None and ("size", path) in look:
+        return look[("size", path)]
     try:
-        return os.path.getsize(path)
+        out: int | None = os.path.getsize(path)
     except OSError:               # deleted meanwhile (a live writer cleans)
-        return None
+        out = None
+    if look is not None:
+        look[("size", path)] = out
+    return out
 
 
 def _most_common(values: list[int]) -> int | None:
@@ -295,9 +326,10 @@ def check_sizes(store_path: str, config: StoreConfig, config_given: bool = True)
     the other sizes, so the caller must refuse before it touches anything.
     ``config_given=False``: ``config`` is what ``config_for_store`` made of the store (a
     record the files contradict is then refused, whatever ``config`` holds)."""
-    recorded, problem = recorded_sizes(store_path)
-    found = sizes_of_files(store_path)
-    conflicts = record_conflicts(store_path, recorded, found) if not problem else []
+    with one_look():
+        recorded, problem = recorded_sizes(store_path)
+        found = sizes_of_files(store_path)
+        conflicts = record_conflicts(store_path, recorded, found) if not problem else []
     if conflicts and not config_given:
         raise SegmentSizeError(contradiction_message(store_path, conflicts))
     # the files are the truth: a recorded size they contradict is measured against them
@@ -372,7 +404,8 @@ def config_for_store(store_path: str, refuse_contradiction: bool = True) -> Stor
     sizes, problem = recorded_sizes(store_path)
     if not sizes or problem:
         return infer_sizes(store_path, StoreConfig())
-    conflicts = record_conflicts(store_path, sizes)
+    with one_look():
+        conflicts = record_conflicts(store_path, sizes)
     if conflicts and refuse_contradiction:
         raise SegmentSizeError(contradiction_message(store_path, conflicts))
     config = StoreConfig(**sizes)
