@@ -23,6 +23,10 @@ class BrokerConfig:
     # -- topics and groups ------------------------------------------------------------
     auto_create_topic_enable: bool = True        # autoCreateTopicEnable
     default_topic_queue_nums: int = 4            # defaultTopicQueueNums (a 4.x producer's)
+    # pymq: sends (and routes) create no more topics once the broker holds this many of
+    # its clients' topics (system, retry and dead-letter topics do not count; an admin's
+    # updateTopic is not limited); each topic takes files and a topics.json entry. 0: none
+    max_topics: int = 4096
     auto_create_subscription_group: bool = True  # autoCreateSubscriptionGroup
 
     # -- retry and dead letter --------------------------------------------------------

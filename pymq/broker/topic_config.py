@@ -95,11 +95,20 @@ class TopicConfigManager(DataVersionTable):
         tc = self.get(topic)
         if tc is not None:
             return tc
-        if (not self.broker_config.auto_create_topic_enable or validate_topic(topic, "utf8") is not None
-                or is_system_topic(topic)):
+        if validate_topic(topic, "utf8") is not None or is_system_topic(topic) or self.why_not_created(topic):
             return None
         n = self.broker_config.default_topic_queue_nums
         return TopicConfig(topic, n, n)
+
+    def why_not_created(self, topic: str) -> Optional[str]:
+        """Why a send to the unknown ``topic`` does not create it (auto-creation off, or
+        the broker holds ``max_topics`` topics of its clients already), or None."""
+        if not self.broker_config.auto_create_topic_enable:
+            return "auto-creation of topics is off"
+        cap = self.broker_config.max_topics
+        if cap and sum(1 for name in self.entries() if not is_system_topic(name)) >= cap:
+            return f"the broker holds {cap} topics, the most sends may create (max_topics)"
+        return None
 
     def topics(self) -> dict[str, TopicConfig]:
         return self.entries()
@@ -119,11 +128,11 @@ class TopicConfigManager(DataVersionTable):
     def create_topic_in_send_message_method(self, topic: str, queue_nums: Optional[int] = None,
                                             perm: int = PERM_READ | PERM_WRITE) -> Optional[TopicConfig]:
         """The topic's config, created with ``queue_nums`` (the broker's default) when it
-        is new and ``auto_create_topic_enable`` is on; None when it may not be created."""
+        is new and may be created (``why_not_created``); None when it may not."""
         tc = self.get(topic)
         if tc is not None:
             return tc
-        if not self.broker_config.auto_create_topic_enable:
+        if self.why_not_created(topic):
             return None
         n = queue_nums or self.broker_config.default_topic_queue_nums
         return self.put_if_absent(TopicConfig(topic, n, n, perm))

@@ -58,6 +58,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tls-key", default=None, metavar="PEM", help="private key of --tls-cert")
     parser.add_argument("--no-auto-create-topic", action="store_true",
                         help="refuse sends to unknown topics (TOPIC_NOT_FOUND)")
+    parser.add_argument("--max-topics", type=int, default=4096, metavar="N",
+                        help="sends create no more topics once N exist (system topics aside); further sends to "
+                             "unknown topics get TOPIC_NOT_FOUND (default 4096, 0: no limit)")
     parser.add_argument("--no-auto-create-group", action="store_true",
                         help="refuse unknown consumer groups (CONSUMER_GROUP_NOT_FOUND)")
     parser.add_argument("--flush", choices=("async", "sync"), default="async",
@@ -142,7 +145,9 @@ def run(args: argparse.Namespace) -> int:
         raise PymqError(f"serve: {e}") from None
     store_config = config_for_store(args.store) if os.path.isdir(args.store) else StoreConfig()
     store_config.flush_disk_type = "SYNC_FLUSH" if args.flush == "sync" else "ASYNC_FLUSH"
-    broker_config = BrokerConfig(auto_create_topic_enable=not args.no_auto_create_topic,
+    if args.max_topics < 0:
+        raise PymqError("serve: --max-topics must be >= 0")
+    broker_config = BrokerConfig(auto_create_topic_enable=not args.no_auto_create_topic, max_topics=args.max_topics,
                                  auto_create_subscription_group=not args.no_auto_create_group,
                                  transaction_timeout=args.transaction_timeout,
                                  transaction_check_interval=args.transaction_check_interval)

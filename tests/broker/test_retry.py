@@ -18,6 +18,7 @@ import pymq
 from pymq.broker import Broker, BrokerConfig
 from pymq.broker.retry import SendBackError
 from pymq.broker.subscription_group import SubscriptionGroupConfig
+from pymq.broker.topic_config import TopicConfig
 
 from pop_testlib import small_config, wait_dispatched
 
@@ -116,6 +117,27 @@ def test_reconsume_later_needs_a_broker(tmp_path):
         assert c.retry_topic is None
         with pytest.raises(TypeError, match="Broker"):
             c.reconsume_later(object())
+
+
+def test_sends_create_at_most_max_topics(tmp_path):
+    """Auto-creation stops at ``max_topics`` topics of the clients (a group's retry and
+    dead-letter topics aside); the existing ones stay usable, routes no longer offer new
+    names, an admin can still create topics, and a restart keeps the limit."""
+    path = tmp_path / "b"
+    with broker(path, max_topics=3) as b:
+        tcm = b.topic_config_manager
+        assert [tcm.create_topic_in_send_message_method(f"T{i}") is not None for i in range(3)] == [True] * 3
+        tcm.create_topic_of_group("%RETRY%g", 1, 6)                  # not counted
+        assert tcm.create_topic_in_send_message_method("T3") is None
+        assert tcm.select_or_default_topic_config("T3") is None
+        assert "max_topics" in tcm.why_not_created("T3")
+        assert tcm.create_topic_in_send_message_method("T1").topic_name == "T1"
+        tcm.update_topic_config(TopicConfig("Admin", 2, 2))           # an admin's topic: not limited
+        assert tcm.select_topic_config("Admin") is not None
+    topics = json.loads(open(os.path.join(path, "config", "topics.json")).read())["topicConfigTable"]
+    assert "T3" not in topics and {"T0", "T1", "T2", "Admin"} <= set(topics)
+    with broker(path, max_topics=0) as b:                             # 0: no limit
+        assert b.topic_config_manager.create_topic_in_send_message_method("T3") is not None
 
 
 def test_topic_and_group_tables_are_rocketmq_shaped_and_survive_restart(tmp_path):

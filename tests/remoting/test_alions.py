@@ -6,6 +6,7 @@ committed offsets, long-poll wake-up, queries by key and id, and 16 connections 
 from __future__ import annotations
 
 import base64
+import os
 import json
 import signal
 import time
@@ -232,6 +233,21 @@ def test_sixteen_connections_at_once(remoting_server):
     assert all(x["sentMs"] < x["parkedMs"] for x in conns)
     r = invoke(server, *[{"code": 30, "header": {"topic": "SwarmTopic", "queueId": q}} for q in range(4)])
     assert sum(int(x["ext"]["offset"]) for x in r) == 800
+
+
+def test_max_topics_refuses_a_new_topic(remoting_server):
+    """RocketMQ 4's JavaScript client (ali-ons) against --max-topics 1: its first topic is
+    created and takes messages; a second new topic is refused (route and send), with no
+    topic entry written for it."""
+    server = remoting_server("--max-topics", "1")
+    ok = run_node({"mode": "produce", "nameSrv": server.namesrv, "topic": "FirstTopic", "count": 2})
+    assert ok and all("error" not in x for x in ok), ok
+    lines = run_node({"mode": "produce", "nameSrv": server.namesrv, "topic": "SecondTopic", "count": 1})
+    assert lines and "error" in lines[0], lines
+    assert invoke(server, {"code": 105, "header": {"topic": "SecondTopic"}}, role="namesrv")[0]["code"] == 17
+    with open(os.path.join(server.store, "config", "topics.json")) as f:
+        table = json.load(f)["topicConfigTable"]
+    assert "FirstTopic" in table and "SecondTopic" not in table
 
 
 def test_refusals(remoting_server):

@@ -3,6 +3,7 @@ consumer requests, clean SIGTERM shutdown."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -131,6 +132,34 @@ def test_sigterm_shuts_down_cleanly(server_factory, tmp_path):
         found = [m for qid in s.get_topics()["TermTopic"]
                  for m in s.get_message("g", "TermTopic", qid, 0, 64).messages]
         assert sorted(m.properties["UNIQ_KEY"] for m in found) == sorted(ids)
+
+
+def test_max_topics_caps_what_sends_create(server_factory):
+    """With --max-topics 2, a third new topic is refused (route and send: TOPIC_NOT_FOUND,
+    saying why), writes no topic entry and no files; the first two keep working."""
+    from rocketmq.grpc_protocol import definition_pb2 as pb, service_pb2 as svc, MessagingServiceStub
+    srv = server_factory("--max-topics", "2")
+
+    def send(stub, topic, n):
+        req = svc.SendMessageRequest()
+        m = req.messages.add(body=b"x")
+        m.topic.name = topic
+        m.system_properties.message_id = f"ID{topic}N{n}"
+        return stub.SendMessage(req, metadata=[("x-mq-client-id", "raw")], timeout=5).status
+
+    with grpc.insecure_channel(srv.endpoint) as ch:
+        stub = MessagingServiceStub(ch)
+        assert [send(stub, t, 0).code for t in ("Cap1", "Cap2")] == [pb.Code.OK, pb.Code.OK]
+        refused = send(stub, "Cap3", 0)
+        assert refused.code == pb.Code.TOPIC_NOT_FOUND and "max_topics" in refused.message, refused
+        route = svc.QueryRouteRequest()
+        route.topic.name = "Cap3"
+        assert stub.QueryRoute(route, timeout=5).status.code == pb.Code.TOPIC_NOT_FOUND
+        assert send(stub, "Cap1", 1).code == pb.Code.OK
+    with open(os.path.join(srv.store, "config", "topics.json")) as f:
+        topics = json.load(f)["topicConfigTable"]
+    assert {"Cap1", "Cap2"} <= set(topics) and "Cap3" not in topics
+    assert not os.path.exists(os.path.join(srv.store, "consumequeue", "Cap3"))
 
 
 def test_no_auto_create_topic(server_factory):

@@ -37,7 +37,8 @@ def find_topic(broker, topic: str) -> TopicView:
     tcm = broker.topic_config_manager
     cfg = tcm.select_or_default_topic_config(topic)
     if cfg is None:
-        raise RequestError(Code.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist")
+        why = tcm.why_not_created(topic)
+        raise RequestError(Code.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist" + (f" ({why})" if why else ""))
     return _from_config(topic, cfg)._replace(exists=tcm.select_topic_config(topic) is not None)
 
 
@@ -49,5 +50,8 @@ def topic_for_send(broker, topic: str) -> TopicView:
         if not view.perm & PERM_WRITE:
             raise RequestError(Code.FORBIDDEN, f"topic {topic!r} is not writeable")
         return view
-    cfg = broker.topic_config_manager.create_topic_in_send_message_method(topic)
-    return _from_config(topic, cfg) if cfg is not None else view._replace(exists=True)
+    tcm = broker.topic_config_manager
+    cfg = tcm.create_topic_in_send_message_method(topic)
+    if cfg is None:             # refused since find_topic looked (another send took the last place)
+        raise RequestError(Code.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist ({tcm.why_not_created(topic)})")
+    return _from_config(topic, cfg)

@@ -124,7 +124,9 @@ class SendMessageProcessor:
             else:
                 tc = tcm.create_topic_in_send_message_method(topic)
         if tc is None:
-            raise RequestError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
+            why = tcm.why_not_created(topic)
+            raise RequestError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!"
+                               + (f" ({why})" if why else ""))
         if not tc.perm & PERM_WRITE:
             raise RequestError(ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
         if queue_id >= max(tc.write_queue_nums, tc.read_queue_nums):
