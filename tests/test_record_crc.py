@@ -78,6 +78,9 @@ def test_decoded_messages_do_not_show_it_and_puts_cannot_set_it(tmp_path):
         s.start()
         s.put_message(pymq.Message(topic=TOPIC, body=b"x", properties={"__CRC32#": "0000000000", "a": "b"}))
         s.put_messages([pymq.Message(topic=TOPIC, body=b"y", properties={"__CRC32#": "1"})])
+        # the delay and timer transforms rewrite the properties: the client's entry stays out
+        s.put_message(pymq.Message(topic=TOPIC, body=b"d", properties={"__CRC32#": "1234567890", "DELAY": "1"}))
+        s.put_message(pymq.Message(topic=TOPIC, body=b"t", properties={"__CRC32#": "1", "TIMER_DELAY_SEC": "60"}))
         wait_dispatched(s)
         g = s.get_message("g", TOPIC, 0, 0, 8)
         assert [m.body for m in g.messages] == [b"x", b"y"]

@@ -64,8 +64,9 @@ cdef object WHEEL_TIMER_MSG_ILLEGAL = PutMessageStatus.WHEEL_TIMER_MSG_ILLEGAL
 cdef object WHEEL_TIMER_NOT_ENABLE = PutMessageStatus.WHEEL_TIMER_NOT_ENABLE
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"          # TopicValidator.RMQ_SYS_SCHEDULE_TOPIC
-# properties the put-time transforms set themselves
-STORE_SET_PROPERTIES = ("DELAY", "REAL_TOPIC", "REAL_QID")
+# properties the put-time transforms set themselves (and the record's own CRC entry, which
+# every put writes itself)
+STORE_SET_PROPERTIES = ("DELAY", "REAL_TOPIC", "REAL_QID", "__CRC32#")
 TIMER_TOPIC = "rmq_sys_wheel_timer"             # TimerMessageStore.TIMER_TOPIC (5.x)
 TIMER_DEL_UNIQKEY = "TIMER_DEL_UNIQKEY"         # a recall's delete mark: "{topic}+{uniq key}" (5.x)
 # topics only the store itself writes to (TopicValidator's not-allowed-send set and 5.x's timer)
@@ -728,10 +729,10 @@ cdef class CommitLogAppender:
         tx = msg.sys_flag & TRANSACTION_TYPE_MASK
         props_init(&props)
         try:
-            msg.write_properties(&props)
             if msg._properties and PROP_CRC_NAME in msg._properties:
-                props.length = props.start          # the store writes the record's CRC itself
-                msg.write_properties_except(&props, PROP_CRC_SKIP)
+                msg.write_properties_except(&props, PROP_CRC_SKIP)   # the store writes the record's CRC
+            else:
+                msg.write_properties(&props)
             if tx != TRANSACTION_PREPARED_TYPE and tx != TRANSACTION_ROLLBACK_TYPE:
                 # RocketMQ's put-time transforms: a delay level goes to SCHEDULE_TOPIC_XXXX
                 # (queue level-1), a timer message to rmq_sys_wheel_timer; both keep their
