@@ -136,7 +136,8 @@ class LogWalk:
                 return
             nxt = record.next_record(mf, pos + 1, fs)
             if live:
-                if nxt < 0 and record.last_nonzero(mf, pos, fs) < 0:
+                last_byte = record.last_nonzero(mf, pos, fs) if nxt < 0 else -1
+                if nxt < 0 and last_byte < 0:
                     self.end = mf.file_from_offset + pos          # not yet written
                     return
                 if self._written_meanwhile(mf, pos):
@@ -144,7 +145,7 @@ class LogWalk:
                 if nxt < 0:
                     # bytes that stay no record at the writer's end: damage its open fenced
                     # after a clean exit (a cut after a crash leaves zeros)
-                    nxt = max(pos + 1, record.last_nonzero(mf, pos, fs) + 1)
+                    nxt = last_byte + 1
             elif nxt < 0:
                 if not last:
                     nxt = fs                                    # the rest of the segment, blank included

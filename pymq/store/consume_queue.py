@@ -20,11 +20,10 @@ import threading
 from typing import Optional
 
 from pymq._core.cq_unit import CqAppender, offset_by_time, read_unit, read_unit_raw, scan_shape, verify_entries
-from pymq._core.record import last_nonzero
 from pymq.errors import CorruptStoreError, SegmentSizeError
 from pymq.status import BoundaryType
 
-from .log_walk import data_end
+from .log_walk import written_end
 from .mapped_file_queue import MappedFileQueue
 from .queue_repair import LOST_SIZE, fill_gap, gap_is_possible, mark_lost_at, replace_marker
 
@@ -145,9 +144,8 @@ class ConsumeQueue:
         if mfq.mapped_files[-1] is not mf:
             return True
         pos = offset - mf.file_from_offset
-        # the file's extents first: the unwritten rest of a sparse file is not read
-        end = data_end(mf.file_name, pos, self.file_size)
-        return end > pos and last_nonzero(mf, pos, end) >= 0
+        # by the file's extents first: the unwritten rest of a sparse file is not read
+        return written_end(mf, pos, self.file_size) > pos
 
     def verify_tail(self, last_files: int = 0, witness=None, min_phy: int = 0) -> bool:
         """Check entries against the commit log (in C, about 0.1 us an entry) and cut at
