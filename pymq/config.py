@@ -25,6 +25,11 @@ class StoreConfig:
 
     # -- files ------------------------------------------------------------------------
     commitlog_file_size: int = 1 << 30            # mappedFileSizeCommitLog
+    # Commit-log segments keep their size but are sparse: disk blocks are reserved this many
+    # bytes at a time ahead of the writes (posix_fallocate; a full disk fails the put with a
+    # status, never a mapped write), so a segment takes what it holds, not 1 GiB. Index and
+    # timer files are sparse the same way. 0 allocates whole segments (RocketMQ's way).
+    commitlog_reserve_bytes: int = 4 * _MiB
     consume_queue_entries: int = 300_000          # mappedFileSizeConsumeQueue / 20
     # Consume-queue files keep RocketMQ's size but are sparse: disk blocks are reserved this
     # many bytes ahead of the entries (a full disk fails the reservation, never a mapped
@@ -119,6 +124,8 @@ class StoreConfig:
             raise PymqError("consume_queue_entries must be >= 1")
         if self.consume_queue_reserve_bytes < 0 or self.consume_queue_reserve_bytes % 20:
             raise PymqError("consume_queue_reserve_bytes must be >= 0 and a multiple of 20 (whole entries)")
+        if self.commitlog_reserve_bytes < 0:
+            raise PymqError("commitlog_reserve_bytes must be >= 0")
         if self.index_hash_slots < 1 or self.index_max_entries < 2:
             raise PymqError("index_hash_slots must be >= 1 and index_max_entries >= 2")
         if self.flush_disk_type not in (FlushDiskType.ASYNC_FLUSH.value, FlushDiskType.SYNC_FLUSH.value):

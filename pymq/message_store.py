@@ -131,7 +131,9 @@ class MessageStore:
         self.topic_deletions = self._load_topic_deletions(root)
         self.consume_queues.topic_deletions = self.topic_deletions
         self.disk_guard = DiskGuard(root, cfg.disk_space_warning_level_ratio, self.commit_log.appender.set_writeable,
-                                    2 * cfg.commitlog_file_size, lambda: self.put_gate.ready())
+                                    2 * cfg.commitlog_file_size, lambda: self.put_gate.ready(),
+                                    promised=lambda: (self.commit_log.unreserved_bytes()
+                                                      + self.index_service.unreserved_bytes()))
         self.commit_log.disk_guard = self.disk_guard
         self.index_service.disk_guard = self.disk_guard
 

@@ -92,3 +92,29 @@ def mounted_tmpfs(tmp_path, size: int):
         yield mnt
     finally:
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def mounted_ext4(tmp_path, size: int):
+    """Generator for a fixture: a small ext4 file system (a loop-mounted image of ``size``
+    bytes, no journal) under ``tmp_path``, unmounted afterwards. Unlike tmpfs, reading a
+    hole of a sparse file takes no space there, so pymq keeps its files sparse: the disk
+    to fill when a test is about reserving blocks ahead. Needs root and a loop device;
+    elsewhere the test is skipped with that reason."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting an ext4 image needs root")
+    image = tmp_path / "disk.img"
+    with open(image, "wb") as f:
+        f.truncate(size)
+    p = subprocess.run(["mkfs.ext4", "-q", "-F", "-O", "^has_journal", "-m", "0", str(image)],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        pytest.skip(f"cannot make an ext4 image here: {p.stderr.strip()}")
+    p = subprocess.run(["mount", "-o", "loop", str(image), str(mnt)], capture_output=True, text=True)
+    if p.returncode != 0:
+        pytest.skip(f"cannot mount an ext4 image here: {p.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)

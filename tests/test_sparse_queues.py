@@ -12,7 +12,7 @@ import os
 import time
 
 import pytest
-from conftest import mounted_tmpfs, small_config
+from conftest import mounted_ext4, small_config
 from test_disk_full import fill_disk
 from test_index_file_format import wait_dispatched
 
@@ -94,16 +94,16 @@ def test_reopen_after_damage_in_a_sparse_file_still_refills(tmp_path):
 
 
 @pytest.fixture
-def tmpfs(tmp_path):
-    yield from mounted_tmpfs(tmp_path, 3 * 1024 * 1024)
+def small_disk(tmp_path):
+    yield from mounted_ext4(tmp_path, 4 * 1024 * 1024)
 
 
-def test_a_full_disk_at_reservation_is_an_error_not_a_sigbus(tmpfs, caplog):
+def test_a_full_disk_at_reservation_is_an_error_not_a_sigbus(small_disk, caplog):
     """Entries past a queue file's reserved blocks need more: with the disk full, the
     dispatcher's reservation fails (no write lands in an unallocated page, so no SIGBUS
     kills the process), it backs off and logs once, and when space returns every
     acknowledged message is dispatched and readable at its queue offset."""
-    root = str(tmpfs / "s")
+    root = str(small_disk / "s")
     cfg = small_config(consume_queue_entries=2000, consume_queue_reserve_bytes=4000,
                        clean_file_forcibly_enable=False)
     s = pymq.MessageStore(root, cfg)
@@ -111,7 +111,7 @@ def test_a_full_disk_at_reservation_is_an_error_not_a_sigbus(tmpfs, caplog):
     try:
         acked = [s.put_message(pymq.Message(topic="T", body=b"a%d" % i)) for i in range(150)]
         wait_dispatched(s)
-        fill = str(tmpfs / "fill")
+        fill = str(small_disk / "fill")
         fill_disk(fill)
         caplog.set_level(logging.ERROR, logger="pymq")
         more = []

@@ -41,6 +41,7 @@ import datetime
 import os
 import random
 
+from pymq.errors import DiskFullError
 from pymq.status import PutMessageStatus
 
 cdef extern from "Python.h":
@@ -396,6 +397,9 @@ cdef class CommitLogAppender:
     # each record ends with its own CRC (``__CRC32#``, covering every field), as RocketMQ 5
     # writes with enabledAppendPropCRC
     cdef public bint prop_crc
+    # called (under the put lock) when reserving blocks of a sparse segment met a full
+    # disk, so the disk guard can refuse puts until space returns; None: nobody to tell
+    cdef public object on_disk_full
 
     def __cinit__(self):
         if pthread_mutex_init(&self.lock, NULL) != 0:
@@ -567,11 +571,15 @@ cdef class CommitLogAppender:
         return self.uniq_prefix_str
 
     cdef PutMessageResult _roll_failed(self, object e):
-        """A put that needed a new segment and got none: SERVICE_NOT_AVAILABLE when the
-        store was made unwriteable meanwhile (the disk guard refuses a segment on a full
-        disk), else CREATE_MAPEDFILE_FAILED."""
+        """A put that needed a new segment, or blocks of a sparse one, and got none:
+        SERVICE_NOT_AVAILABLE when the store was made unwriteable meanwhile (the disk
+        guard refuses puts on a full disk), else CREATE_MAPEDFILE_FAILED."""
+        if isinstance(e, DiskFullError) and self.on_disk_full is not None:
+            self.on_disk_full()
         if not self._writeable:
             return failed(SERVICE_NOT_AVAILABLE, self._unwriteable_reason)
+        if isinstance(e, DiskFullError):
+            return failed(CREATE_MAPEDFILE_FAILED, f"no room on the disk for the commit log: {e}")
         return failed(CREATE_MAPEDFILE_FAILED, f"cannot create a commit-log segment: {e}")
 
     cdef inline void _acquire(self) noexcept:
@@ -667,17 +675,25 @@ cdef class CommitLogAppender:
         if cur is not None:
             remaining = self.file_size - cur.wrote
             if need + END_FILE_MIN_BLANK_LENGTH <= remaining:
+                # a sparse segment: its blocks are reserved before the write (DiskFullError)
+                if cur.wrote + need + END_FILE_MIN_BLANK_LENGTH > cur.reserved:
+                    cur.reserve(cur.wrote + need + END_FILE_MIN_BLANK_LENGTH)
                 return cur
             if remaining >= END_FILE_MIN_BLANK_LENGTH:    # less: recovery fenced the end
+                if cur.wrote + END_FILE_MIN_BLANK_LENGTH > cur.reserved:
+                    cur.reserve(cur.wrote + END_FILE_MIN_BLANK_LENGTH)
                 write_blank(cur.base + cur.wrote, <int32_t>remaining)
                 cur.wrote = self.file_size
             nxt = self.roll(cur.file_from_offset + self.file_size)
         else:
             nxt = self.roll(0)
         self.cur = <MappedFile?>nxt
-        if self.cur.wrote + need + END_FILE_MIN_BLANK_LENGTH > self.file_size:
+        cur = self.cur
+        if cur.wrote + need + END_FILE_MIN_BLANK_LENGTH > self.file_size:
             raise RuntimeError("the new segment has no room for the record")
-        return self.cur
+        if cur.wrote + need + END_FILE_MIN_BLANK_LENGTH > cur.reserved:
+            cur.reserve(cur.wrote + need + END_FILE_MIN_BLANK_LENGTH)
+        return cur
 
     def put(self, Message msg not None):
         """Append one message. Returns a result; raises only for wrong argument types."""

@@ -14,10 +14,15 @@ from libc.string cimport memchr, memcmp, memcpy
 from pymq._core.clayout cimport TRANSACTION_ROLLBACK_TYPE, TRANSACTION_TYPE_MASK
 from pymq._core.dispatch cimport DispatchRequest, DispatchSink
 from pymq._core.hton cimport pymq_get_i32, pymq_get_i64
-from pymq._core.index_file cimport (IndexFile, _abs_hash, _key_words, _link_entry, _put_header, index_hash,
+from pymq._core.index_file cimport (IndexFile, _abs_hash, _link_entry, _put_header, index_hash,
                                     pymq_java_hash_utf8_from)
 from pymq._core.mapped_file cimport MappedFile
 from pymq._core.record cimport key_word_end
+
+from pymq.errors import DiskFullError
+
+cdef enum:
+    FAST_KEYS = 64          # keys of one record the GIL-free path hashes ahead; more: accept()
 
 
 cdef class IndexBuilder(DispatchSink):
@@ -31,7 +36,9 @@ cdef class IndexBuilder(DispatchSink):
     some of its keys). ``roll()`` (Python) returns the file to
     continue in when the current one is full, or None when there is no room for one: the
     builder then disables itself and keeps in ``paused_at`` the offset of the first record
-    it could not index.
+    it could not index. The same happens when the disk has no room for the blocks of an
+    entry (index files are sparse): ``on_full(error)`` is told, and the keys the record
+    already has become the boundary, so the replay after ``resume`` adds only the others.
 
     The dispatcher's common case runs without the GIL (``accept_fast``): records whose
     entries all fit the current file, hashed with the topic's ``topic#`` prefix hash
@@ -49,6 +56,7 @@ cdef class IndexBuilder(DispatchSink):
     cdef char last_topic[128]
     cdef Py_ssize_t last_topic_len
     cdef uint32_t last_topic_hash   # hash of "topic#"
+    cdef public object on_full      # on_full(DiskFullError): blocks for an entry could not be had
 
     def __init__(self, IndexFile current, roll):
         self.current = current
@@ -64,9 +72,22 @@ cdef class IndexBuilder(DispatchSink):
 
     cdef int _put(self, int32_t h, int64_t phy, int64_t ts) except -1:
         cdef object nxt
+        if not self.enabled:
+            return 0                        # paused on an earlier key of this record
         if phy == self.boundary_phy and self.boundary_hashes is not None and h in self.boundary_hashes:
             return 0                        # a replay met the newest record indexed before the open
-        if self.current is None or self.current.put_hashed(h, phy, ts) == 0:
+        try:
+            added = self.current is not None and self.current.put_hashed(h, phy, ts) == 1
+        except DiskFullError as e:
+            # no blocks for the entry: pause here; what the record has is the boundary
+            self.enabled = False
+            self.paused_at = phy
+            self.boundary_phy = phy
+            self.boundary_hashes = set(self.current.hashes_at_end(phy))
+            if self.on_full is not None:
+                self.on_full(e)
+            return 0
+        if not added:
             nxt = self.roll()
             if nxt is None:
                 # no room on the disk for a new index file: indexing pauses at this record
@@ -137,12 +158,13 @@ cdef class IndexBuilder(DispatchSink):
 
     cdef Py_ssize_t accept_fast(self, const char *base, int64_t file_from, DispatchRequest *reqs,
                                 Py_ssize_t n) noexcept nogil:
-        cdef Py_ssize_t i, w, we, end, need
+        cdef Py_ssize_t i, k, nh, w, we, end
         cdef DispatchRequest *r
         cdef const char *rec
         cdef const char *sp
         cdef char *ibase
         cdef int32_t count, first, new_slots
+        cdef int32_t hashes[FAST_KEYS]
         cdef uint32_t prefix
         cdef Py_ssize_t entries_pos
         cdef int slots, index_num
@@ -167,24 +189,12 @@ cdef class IndexBuilder(DispatchSink):
             if r.commitlog_offset == self.boundary_phy:
                 return i                    # its keys may be there already: accept() sorts it out
             rec = base + (r.commitlog_offset - file_from)
-            count = pymq_get_i32(ibase + 36)
-            if count <= 0:
-                count = 1
-            # room for every entry of the record: at most one per two bytes of KEYS
-            need = (1 if r.uniq_pos >= 0 else 0) + ((r.keys_len + 1) // 2 if r.keys_pos >= 0 else 0)
-            if count + need > index_num:
-                need = (1 if r.uniq_pos >= 0 else 0) + (_key_words(rec, r.keys_pos, r.keys_len)
-                                                        if r.keys_pos >= 0 else 0)
-                if count + need > index_num:
-                    return i
+            # the record's key hashes first: its entries are linked all or none
             prefix = self._prefix_hash(rec + r.topic_pos, r.topic_len)
-            first = count
-            new_slots = 0
+            nh = 0
             if r.uniq_pos >= 0:
-                new_slots += _link_entry(ibase, entries_pos, slots, count,
-                                         _abs_hash(pymq_java_hash_utf8_from(prefix, rec + r.uniq_pos, r.uniq_len)),
-                                         r.commitlog_offset, r.store_timestamp)
-                count += 1
+                hashes[0] = _abs_hash(pymq_java_hash_utf8_from(prefix, rec + r.uniq_pos, r.uniq_len))
+                nh = 1
             if r.keys_pos >= 0:
                 w = r.keys_pos
                 end = r.keys_pos + r.keys_len
@@ -192,12 +202,27 @@ cdef class IndexBuilder(DispatchSink):
                     sp = <const char *>memchr(rec + w, 32, <size_t>(end - w))
                     we = end if sp == NULL else sp - rec
                     if we > w:
-                        new_slots += _link_entry(ibase, entries_pos, slots, count,
-                                                 _abs_hash(pymq_java_hash_utf8_from(prefix, rec + w, we - w)),
-                                                 r.commitlog_offset, r.store_timestamp)
-                        count += 1
+                        if nh == FAST_KEYS:
+                            return i        # a record of very many keys: accept()
+                        hashes[nh] = _abs_hash(pymq_java_hash_utf8_from(prefix, rec + w, we - w))
+                        nh += 1
                     w = we + 1
-            if count > first:
-                _put_header(ibase, count, new_slots, r.commitlog_offset, r.store_timestamp)
-                self.indexed += count - first
+            if nh == 0:
+                continue
+            count = pymq_get_i32(ibase + 36)
+            if count <= 0:
+                count = 1
+            if count + nh > index_num:
+                return i                    # a new file: accept() rolls
+            for k in range(nh):
+                if self.current.reserve_link(count + <int32_t>k, hashes[k]) != 0:
+                    return i                # no blocks: accept() pauses, with the GIL
+            first = count
+            new_slots = 0
+            for k in range(nh):
+                new_slots += _link_entry(ibase, entries_pos, slots, count, hashes[k],
+                                         r.commitlog_offset, r.store_timestamp)
+                count += 1
+            _put_header(ibase, count, new_slots, r.commitlog_offset, r.store_timestamp)
+            self.indexed += count - first
         return n

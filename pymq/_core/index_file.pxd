@@ -4,7 +4,7 @@ from libc.stdint cimport int32_t, int64_t, uint32_t
 
 from pymq._core.atomic cimport pymq_release_fence
 from pymq._core.hton cimport pymq_get_i32, pymq_get_i64, pymq_put_i32, pymq_put_i64
-from pymq._core.mapped_file cimport MappedFile
+from pymq._core.mapped_file cimport MappedFile, range_reserved
 from pymq._core.record cimport RecordLayout
 
 cdef extern from "pymq_javahash.h" nogil:
@@ -14,6 +14,7 @@ cdef enum:
     HEADER_SIZE = 40
     SLOT_SIZE = 4
     ENTRY_SIZE = 20
+    ENTRY_RUN = 65536       # bytes of entries reserved at a time (the slots: 4 KiB granules)
 
 
 cdef inline int32_t _abs_hash(uint32_t h) noexcept nogil:
@@ -72,19 +73,6 @@ cdef inline void _put_header(char *base, int32_t next_count, int32_t new_slots, 
     pymq_put_i64(base + 8, store_ts)
 
 
-cdef inline Py_ssize_t _key_words(const char *rec, Py_ssize_t pos, Py_ssize_t n) noexcept nogil:
-    """How many non-empty space-separated words ``rec[pos:pos + n]`` holds."""
-    cdef Py_ssize_t i, words = 0
-    cdef bint in_word = False
-    for i in range(pos, pos + n):
-        if rec[i] == 32:
-            in_word = False
-        elif not in_word:
-            in_word = True
-            words += 1
-    return words
-
-
 cdef class IndexFile:
     cdef readonly MappedFile mapped_file
     cdef readonly int hash_slot_num
@@ -96,6 +84,7 @@ cdef class IndexFile:
     cdef void _put64(self, Py_ssize_t pos, int64_t v) except *
     cdef int64_t end_phy(self) except? -1
     cdef int put_hashed(self, int32_t key_hash, int64_t phy, int64_t store_ts) except -1
+    cdef int reserve_link(self, int32_t count, int32_t key_hash) noexcept nogil
     cdef Py_ssize_t _walk(self, int32_t key_hash, Py_ssize_t max_num, long long begin, long long end,
                           int64_t *out, RecordLayout *lays, Py_ssize_t *sizes, Py_ssize_t n, bint verify,
                           list files, long long file_size, const char *topic, Py_ssize_t topic_len,

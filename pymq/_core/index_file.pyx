@@ -39,10 +39,12 @@ release fence, slot, then the header.
 cimport cython
 from libc.stdint cimport uint8_t
 from libc.stdlib cimport calloc, free
-from libc.string cimport memcmp
+from libc.string cimport memcmp, strerror
 
-from pymq._core.mapped_file cimport segment_for
+from pymq._core.mapped_file cimport granules_reserved, segment_for
 from pymq._core.record cimport key_word_end, next_property, record_layout
+
+from pymq.errors import DiskFullError
 
 INDEX_HEADER_SIZE = HEADER_SIZE
 
@@ -120,6 +122,8 @@ cdef class IndexFile:
         mapped_file.set_positions(mapped_file.file_size)
         if (end_phy_offset > 0 or end_timestamp > 0) and not mapped_file.writable:
             raise ValueError("cannot seed a read-only index file")
+        if mapped_file.writable:
+            mapped_file.reserve_range(0, HEADER_SIZE)      # every put rewrites the header
         if end_phy_offset > 0:
             self._put64(16, end_phy_offset)
             self._put64(24, end_phy_offset)
@@ -176,8 +180,10 @@ cdef class IndexFile:
     # -- writing -----------------------------------------------------------------------------
 
     cdef int put_hashed(self, int32_t key_hash, int64_t phy, int64_t store_ts) except -1:
-        """Add an entry; 1 when added, 0 when the file is full."""
+        """Add an entry; 1 when added, 0 when the file is full. Raises ``DiskFullError``,
+        writing nothing, when the disk has no room for its blocks."""
         cdef char *base = self._base()
+        cdef int rc
         cdef int32_t count = pymq_get_i32(base + 36)
         if not self.mapped_file.writable:
             raise ValueError("the index file is mapped read-only")
@@ -185,9 +191,32 @@ cdef class IndexFile:
             count = 1
         if count >= self.index_num:
             return 0
+        rc = self.reserve_link(count, key_hash)
+        if rc != 0:
+            raise DiskFullError(rc, f"cannot reserve blocks of {self.mapped_file.file_name}: "
+                                    f"{strerror(rc).decode()}")
         _put_header(base, count + 1, _link_entry(base, self.entries_pos, self.hash_slot_num, count, key_hash,
                                                  phy, store_ts), phy, store_ts)
         return 1
+
+    cdef int reserve_link(self, int32_t count, int32_t key_hash) noexcept nogil:
+        """Reserve the disk blocks entry ``count`` and its slot are written to (the file is
+        sparse: a write into a hole of a full disk would be a SIGBUS): 0, or an errno.
+        The slot takes a 4 KiB granule, the entries ``ENTRY_RUN`` bytes at a time."""
+        cdef Py_ssize_t slot_pos = HEADER_SIZE + <Py_ssize_t>(key_hash % self.hash_slot_num) * SLOT_SIZE
+        cdef Py_ssize_t entry_pos = self.entries_pos + <Py_ssize_t>count * ENTRY_SIZE
+        cdef int rc
+        if not granules_reserved(self.mapped_file.granted, self.mapped_file.reserved, self.mapped_file.file_size,
+                                 slot_pos, slot_pos + SLOT_SIZE):
+            rc = self.mapped_file.reserve_range_nogil(slot_pos, slot_pos + SLOT_SIZE)
+            if rc != 0:
+                return rc
+        if not granules_reserved(self.mapped_file.granted, self.mapped_file.reserved, self.mapped_file.file_size,
+                                 entry_pos, entry_pos + ENTRY_SIZE):
+            rc = self.mapped_file.reserve_range_nogil(entry_pos, entry_pos + ENTRY_RUN)
+            if rc != 0:
+                return rc
+        return 0
 
     def put_key(self, key, long long phy_offset, long long store_timestamp) -> bool:
         """``IndexFile.putKey`` for a raw key (``str``); False when the file is full."""

@@ -10,16 +10,51 @@ cdef class MappedFile:
     cdef public bint first_create_in_queue
     cdef readonly Py_ssize_t reserved         # bytes from 0 known allocated on disk
     cdef readonly Py_ssize_t reserve_chunk    # 0: allocated whole; else sparse, reserved by this much
+    cdef unsigned char *granted               # sparse files: bitmap of GRANULE-sized runs reserved
+    cdef Py_ssize_t granted_count             # ... past ``reserved`` (random writes); NULL: none yet
+    cdef char *_cpath                         # the path, encoded, for GIL-free reservations
     cdef int _exports
     cdef int _pins
     cdef bint _closing
     cdef object __weakref__
 
     cpdef int reserve(self, Py_ssize_t upto) except -1
+    cpdef int reserve_range(self, Py_ssize_t start, Py_ssize_t end) except -1
+    cdef int reserve_range_nogil(self, Py_ssize_t start, Py_ssize_t end) noexcept nogil
+    cdef void _ungrant(self, Py_ssize_t start, Py_ssize_t end) noexcept nogil
     cdef inline int pin(self) except -1
     cdef inline void unpin(self) noexcept
     cdef int _check_open(self) except -1
     cdef void _unmap(self) noexcept
+
+
+cdef enum:
+    GRANULE = 4096      # bytes reserved at a time for random writes into a sparse file
+
+
+cdef inline bint granules_reserved(const unsigned char *granted, Py_ssize_t reserved, Py_ssize_t file_size,
+                                   Py_ssize_t start, Py_ssize_t end) noexcept nogil:
+    """``range_reserved`` on a file's fields (for callers without the GIL)."""
+    cdef Py_ssize_t g, last
+    if end <= reserved:
+        return True
+    if granted == NULL or start < 0 or end > file_size:
+        return False
+    if start < reserved:
+        start = reserved
+    g = start // GRANULE
+    last = (end - 1) // GRANULE
+    while g <= last:
+        if not (granted[g >> 3] & (1 << (g & 7))):
+            return False
+        g += 1
+    return True
+
+
+cdef inline bint range_reserved(MappedFile mf, Py_ssize_t start, Py_ssize_t end) noexcept:
+    """Whether the disk blocks of bytes ``[start, end)`` of ``mf`` are known allocated
+    (``reserve``d from 0, or ``reserve_range``d): a bit test."""
+    return granules_reserved(mf.granted, mf.reserved, mf.file_size, start, end)
 
 
 cdef inline MappedFile segment_for(list files, long long offset, long long file_size):

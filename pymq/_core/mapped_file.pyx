@@ -8,7 +8,10 @@ they are mapped, so a full disk is an error at creation (``DiskFullError``), nev
 inside a mapped write. A file opened with a ``reserve_chunk`` is sparse instead: it gets
 its full length at once but disk blocks only ahead of the writes, ``reserve_chunk`` bytes
 at a time (``reserve``, which every write path calls first), so a file holding a few
-entries takes a few blocks and a full disk is still an error before the write.
+entries takes a few blocks and a full disk is still an error before the write. Files
+written at scattered places (an index's slot table, the timer wheel) reserve the
+4 KiB granules they touch instead (``reserve_range``, checked by ``range_reserved``),
+so they take blocks where they hold data, not up to the farthest write.
 
 Differences from RocketMQ: there is no transient store pool (the committed position is the
 wrote position), and the reference counting of ``ReferenceResource`` is replaced by
@@ -17,7 +20,8 @@ wrote position), and the reference counting of ``ReferenceResource`` is replaced
 release.
 """
 
-from libc.errno cimport EFBIG, EINTR, ENOSPC, errno
+from libc.errno cimport EFBIG, EINTR, ENOMEM, ENOSPC, errno
+from libc.stdlib cimport calloc, free
 from libc.string cimport memcpy, memset, strerror
 from posix.fcntl cimport O_CREAT, O_RDONLY, O_RDWR, open as c_open
 from posix.unistd cimport close as c_close, ftruncate
@@ -52,6 +56,27 @@ cdef extern from *:
     int MADV_RANDOM
 
 
+cdef extern from "<sys/vfs.h>" nogil:
+    struct statfs:
+        long f_type
+    int fstatfs(int fd, statfs *buf)
+
+
+cdef bint _holes_take_space(int fd) noexcept:
+    """Whether reading a hole of this file system takes space (tmpfs, ramfs): sparse
+    files there could fault (SIGBUS) on a read once it is full."""
+    cdef statfs sf
+    if fstatfs(fd, &sf) != 0:
+        return False
+    return sf.f_type == 0x01021994 or sf.f_type == <long>0x858458f6
+
+
+cdef int _raise_alloc(int rc, Py_ssize_t nbytes, str path) except -1:
+    if rc == ENOSPC or rc == EFBIG:
+        raise DiskFullError(rc, f"cannot reserve {nbytes} bytes of {path}: {strerror(rc).decode()}")
+    raise OSError(rc, f"posix_fallocate failed for {path}: {strerror(rc).decode()}")
+
+
 def offset_to_file_name(long long offset) -> str:
     """``UtilAll.offset2FileName``: the offset, zero-padded to 20 digits."""
     return f"{offset:020d}"
@@ -60,16 +85,20 @@ def offset_to_file_name(long long offset) -> str:
 cdef class MappedFile:
     """One segment of a commit log, consume queue or index (``MappedFile``).
 
-    ``MappedFile(path, file_size, create=False, writable=True)`` maps an existing file
-    whose length must equal ``file_size`` (``SegmentSizeError`` otherwise), or with
-    ``create=True`` allocates a new one. The file's start offset is its name when the name
+    ``MappedFile(path, file_size, create=False, writable=True, reserve_chunk=0,
+    readahead=False)`` maps an existing file whose length must equal ``file_size``
+    (``SegmentSizeError`` otherwise), or with ``create=True`` allocates a new one
+    (sparse with a ``reserve_chunk``; a sparse file gets ``MADV_RANDOM`` unless it is
+    read in order, ``readahead``). The file's start offset is its name when the name
     is a number, else 0. Positions are in bytes from the start of this file.
     """
 
     def __cinit__(self, str path, Py_ssize_t file_size, bint create=False, bint writable=True,
-                  Py_ssize_t reserve_chunk=0):
+                  Py_ssize_t reserve_chunk=0, bint readahead=False):
         self.base = NULL
+        self.granted = NULL
         self.file_name = path
+        self._cpath = NULL
         self.file_size = file_size
         self.writable = writable
         name = os.path.basename(path)
@@ -88,6 +117,11 @@ cdef class MappedFile:
         fresh = create and not os.path.exists(path)
         open_path = path + ".tmp" if fresh else path
         cdef bytes bpath = os.fsencode(open_path)
+        cdef bytes fpath = os.fsencode(path)
+        self._cpath = <char *>calloc(len(fpath) + 1, 1)
+        if self._cpath == NULL:
+            raise MemoryError()
+        memcpy(self._cpath, <char *>fpath, len(fpath))
         if fresh:
             flags |= O_CREAT
         fd = c_open(bpath, flags, 0o644)
@@ -97,6 +131,17 @@ cdef class MappedFile:
             if fstat(fd, &st) != 0:
                 raise OSError(errno, f"{strerror(errno).decode()}: {open_path}")
             self.reserve_chunk = reserve_chunk if 0 < reserve_chunk < file_size else 0
+            if self.reserve_chunk and writable and _holes_take_space(fd):
+                # tmpfs: a read fault on a hole allocates memory (a SIGBUS once it is full),
+                # so files there are allocated whole, holes of an existing file included
+                self.reserve_chunk = 0
+                if not fresh and st.st_blocks * 512 < file_size:
+                    with nogil:
+                        rc = posix_fallocate(fd, 0, file_size)
+                        while rc == EINTR:
+                            rc = posix_fallocate(fd, 0, file_size)
+                    if rc != 0:
+                        _raise_alloc(rc, file_size, path)
             # an existing sparse file: what is allocated is not known, the first write
             # reserves from 0 (already allocated blocks cost nothing)
             self.reserved = file_size if self.reserve_chunk == 0 or not writable else 0
@@ -123,9 +168,10 @@ cdef class MappedFile:
             if p == MAP_FAILED:
                 raise OSError(errno, f"mmap failed for {path}: {strerror(errno).decode()}")
             self.base = <char *>p
-            if self.reserve_chunk:
+            if self.reserve_chunk and not readahead:
                 # a sparse file is mostly holes: a fault must not read (zero-fill) megabytes
                 # around it, or opening thousands of nearly empty queues pages in gigabytes
+                # (a commit-log segment, read in order, keeps the kernel's readahead)
                 madvise(p, file_size, MADV_RANDOM)
             if fresh:
                 os.rename(open_path, path)
@@ -146,6 +192,10 @@ cdef class MappedFile:
         if self.base != NULL:
             munmap(self.base, self.file_size)
             self.base = NULL
+        free(self.granted)
+        self.granted = NULL
+        free(self._cpath)
+        self._cpath = NULL
 
     # -- lifetime --------------------------------------------------------------------------
 
@@ -260,12 +310,76 @@ cdef class MappedFile:
         finally:
             c_close(fd)
         if rc != 0:
-            if rc == ENOSPC or rc == EFBIG:
-                raise DiskFullError(rc, f"cannot reserve {end - start} bytes of {self.file_name}: "
-                                        f"{strerror(rc).decode()}")
-            raise OSError(rc, f"posix_fallocate failed for {self.file_name}: {strerror(rc).decode()}")
+            _raise_alloc(rc, end - start, self.file_name)
         self.reserved = end
         return 0
+
+    cdef int reserve_range_nogil(self, Py_ssize_t start, Py_ssize_t end) noexcept nogil:
+        """``reserve_range`` without the GIL: 0, or the errno of the failed allocation.
+        Writes to one file are serialized by its writer, and so are its reservations."""
+        cdef Py_ssize_t s, e, g
+        cdef int fd, rc
+        if start < 0 or start >= end or granules_reserved(self.granted, self.reserved, self.file_size,
+                                                           start, end):
+            return 0
+        if end > self.file_size:
+            end = self.file_size
+        if self.granted == NULL:
+            self.granted = <unsigned char *>calloc((self.file_size + GRANULE - 1) // GRANULE // 8 + 1, 1)
+            if self.granted == NULL:
+                return ENOMEM
+        s = start // GRANULE * GRANULE
+        e = (end + GRANULE - 1) // GRANULE * GRANULE
+        if e > self.file_size:
+            e = self.file_size
+        fd = c_open(self._cpath, O_RDWR, 0)
+        if fd < 0:
+            return errno
+        rc = posix_fallocate(fd, s, e - s)
+        while rc == EINTR:
+            rc = posix_fallocate(fd, s, e - s)
+        c_close(fd)
+        if rc != 0:
+            return rc
+        g = s // GRANULE
+        while g * GRANULE < e:
+            if not (self.granted[g >> 3] & (1 << (g & 7))):
+                self.granted[g >> 3] |= <unsigned char>(1 << (g & 7))
+                self.granted_count += 1
+            g += 1
+        return 0
+
+    cpdef int reserve_range(self, Py_ssize_t start, Py_ssize_t end) except -1:
+        """Make sure the disk blocks of bytes ``[start, end)`` are allocated, whole 4 KiB
+        granules at a time, without reserving what lies before them (random writes into
+        a sparse file). Raises ``DiskFullError`` when the disk has no room."""
+        cdef int rc
+        if range_reserved(self, start, end):
+            return 0
+        self._check_open()
+        with nogil:
+            rc = self.reserve_range_nogil(start, end)
+        if rc != 0:
+            _raise_alloc(rc, end - start, self.file_name)
+        return 0
+
+    cdef void _ungrant(self, Py_ssize_t start, Py_ssize_t end) noexcept nogil:
+        """Forget the granules overlapping ``[start, end)`` (their blocks were punched)."""
+        cdef Py_ssize_t g
+        if self.granted == NULL or start >= end:
+            return
+        g = start // GRANULE
+        while g * GRANULE < end and g * GRANULE < self.file_size:
+            if self.granted[g >> 3] & (1 << (g & 7)):
+                self.granted[g >> 3] &= <unsigned char>~(1 << (g & 7))
+                self.granted_count -= 1
+            g += 1
+
+    @property
+    def reserved_bytes(self):
+        """Bytes of this file known allocated on disk (the whole file unless sparse)."""
+        cdef Py_ssize_t n = self.reserved + self.granted_count * GRANULE
+        return n if n < self.file_size else self.file_size
 
     def append_message(self, data) -> bool:
         """Append ``data`` if it fits entirely (consume queues); False, writing nothing, else."""
@@ -292,20 +406,22 @@ cdef class MappedFile:
             raise StoreStateError("segment is read-only")
         if pos < 0 or pos + n > self.file_size:
             raise ValueError("write outside the file")
-        if pos + n > self.reserved:
-            self.reserve(pos + n)
+        if n and not range_reserved(self, pos, pos + n):
+            self.reserve_range(pos, pos + n)
         if n:
             memcpy(self.base + pos, &view[0], n)
 
     def zero_range(self, Py_ssize_t start, Py_ssize_t end=-1):
         """Make bytes ``[start, end)`` zero on disk and in the mapping (recovery's cut).
 
-        Punches a hole and allocates it again (two metadata operations, however large the
-        range; a sparse file only what it had reserved), so the disk space stays reserved; falls back to writing zeros where the
-        file system cannot punch holes. Positions are not changed.
+        Punches a hole and allocates again what was reserved of it (two metadata
+        operations, however large the range), so the disk space stays reserved; where the
+        file system cannot punch holes, reserves the range and writes zeros. Positions
+        are not changed.
         """
-        cdef int fd, rc = -1
-        cdef bytes bpath
+        cdef int fd, rc = -1, rc2 = 0
+        cdef bint punched = False
+        cdef Py_ssize_t upto
         self._check_open()
         if not self.writable:
             raise StoreStateError("segment is read-only")
@@ -313,21 +429,30 @@ cdef class MappedFile:
             end = self.file_size
         if start < 0 or start >= end:
             return
-        bpath = os.fsencode(self.file_name)
-        fd = c_open(bpath, O_RDWR, 0)
+        upto = end if end < self.reserved else self.reserved
+        fd = c_open(self._cpath, O_RDWR, 0)
         if fd >= 0:
             with nogil:
                 rc = fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, start, end - start)
-                if rc == 0 and start < self.reserved:      # a sparse file keeps only its reservation
-                    rc = posix_fallocate(fd, start, (end if end < self.reserved else self.reserved) - start)
+                if rc == 0:
+                    punched = True
+                    self._ungrant(start, end)
+                    if start < upto:
+                        rc2 = posix_fallocate(fd, start, upto - start)
             c_close(fd)
-        if rc != 0:
-            self.pin()
-            try:
-                with nogil:
-                    memset(self.base + start, 0, end - start)
-            finally:
-                self.unpin()
+        if punched:
+            if rc2 != 0 and start < self.reserved:
+                self.reserved = start         # the next write reserves the rest again
+            return
+        # no hole punching here: zeros are written, into blocks reserved first (a write
+        # into a hole of a full disk would be a SIGBUS)
+        self.reserve_range(start, end)
+        self.pin()
+        try:
+            with nogil:
+                memset(self.base + start, 0, end - start)
+        finally:
+            self.unpin()
 
     def is_able_to_flush(self, int flush_least_pages) -> bool:
         """RocketMQ's rule: full, or enough dirty pages, or anything dirty when 0 pages."""
@@ -367,12 +492,16 @@ cdef class MappedFile:
         so a first write costs a cheap write-protect fault instead of an allocation, and
         nothing is dirtied (no zeros written back to disk). Older kernels read one byte
         per page instead. Writes nothing; safe while appends go on. The GIL is released.
+        A sparse file is warmed only as far as it is reserved: a hole has no blocks to
+        read, and on tmpfs faulting one in would take the space the file does not hold.
         """
         cdef Py_ssize_t i, s0, e0
         cdef int rc
         cdef volatile char sink
         if end < 0 or end > self.file_size:
             end = self.file_size
+        if self.reserve_chunk and end > self.reserved:
+            end = self.reserved
         s0 = (max(start, 0) // OS_PAGE_SIZE) * OS_PAGE_SIZE
         e0 = end
         if s0 >= e0:

@@ -4,7 +4,9 @@ RocketMQ pre-creates the next file (and the one after) on a background thread an
 ``warmMapedFileEnable``, touches every page so the first writes do not pay page faults.
 pymq does the same for one segment ahead: ``posix_fallocate`` then ``MADV_POPULATE_READ``
 (see ``MappedFile.warm``), off the put path. Unlike RocketMQ's zero-writing warm-up it
-dirties nothing, so no gigabyte of zeros is written back to disk.
+dirties nothing, so no gigabyte of zeros is written back to disk. A sparse segment
+(``reserve_chunk``) is created at its full length with only its first chunk allocated,
+and warmed only as far as it is allocated.
 """
 
 from __future__ import annotations
@@ -30,19 +32,19 @@ class AllocateMappedFileService:
         self._errors: dict[str, BaseException] = {}
         self._closed = False
 
-    def prepare(self, path: str, file_size: int) -> None:
+    def prepare(self, path: str, file_size: int, reserve_chunk: int = 0, readahead: bool = False) -> None:
         """Start creating ``path`` in the background, unless it is under way or ready."""
         with self._lock:
             if self._closed or path in self._pending or path in self._ready:
                 return
-            t = threading.Thread(target=self._create, args=(path, file_size),
+            t = threading.Thread(target=self._create, args=(path, file_size, reserve_chunk, readahead),
                                  name="pymq-AllocateMappedFileService", daemon=True)
             self._pending[path] = t
         t.start()
 
-    def _create(self, path: str, file_size: int) -> None:
+    def _create(self, path: str, file_size: int, reserve_chunk: int, readahead: bool) -> None:
         try:
-            mf = MappedFile(path, file_size, create=True)
+            mf = MappedFile(path, file_size, create=True, reserve_chunk=reserve_chunk, readahead=readahead)
             if self.warm:
                 mf.warm()
         except BaseException as e:
@@ -57,7 +59,7 @@ class AllocateMappedFileService:
                 return
             self._ready[path] = mf
 
-    def take(self, path: str, file_size: int) -> MappedFile:
+    def take(self, path: str, file_size: int, reserve_chunk: int = 0, readahead: bool = False) -> MappedFile:
         """The segment at ``path``: the prepared one, or a new one created now."""
         with self._lock:
             t = self._pending.get(path)
@@ -70,8 +72,7 @@ class AllocateMappedFileService:
             return mf
         if err is not None:
             log.warning("background allocation of %s failed (%s); retrying now", path, err)
-        mf = MappedFile(path, file_size, create=True)
-        return mf
+        return MappedFile(path, file_size, create=True, reserve_chunk=reserve_chunk, readahead=readahead)
 
     def warm_async(self, mf: MappedFile) -> None:
         """Fault in the pages of a segment already in use, in the background.

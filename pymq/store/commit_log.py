@@ -39,10 +39,12 @@ class CommitLog:
         self.config = config
         self.file_size = config.commitlog_file_size
         self.mapped_file_queue = MappedFileQueue(os.path.join(store_path, "commitlog"), self.file_size,
-                                                 allocate_service, read_only)
+                                                 allocate_service, read_only,
+                                                 reserve_chunk=config.commitlog_reserve_bytes, readahead=True)
         self.appender = CommitLogAppender(self._roll, self.file_size, config.store_host,
                                           config.max_message_size, config.topic_validation)
         self.appender.prop_crc = config.enabled_append_prop_crc
+        self.appender.on_disk_full = self._disk_full
         self.disk_guard = None          # set by the store (DiskGuard) for writers
         self.damage = DamageLedger()    # holes fenced, damage met by reads
 
@@ -220,6 +222,17 @@ class CommitLog:
             if guard is not None:
                 guard.check()        # refuses puts if the disk is really full (not a quota)
             raise
+
+    def unreserved_bytes(self) -> int:
+        """What the segment being written still lacks of its blocks (sparse segments)."""
+        mf = self.mapped_file_queue.get_last_mapped_file()
+        return 0 if mf is None or mf.closed else mf.file_size - mf.reserved_bytes
+
+    def _disk_full(self) -> None:
+        """Reserving blocks of the current (sparse) segment met a full disk: the guard
+        measures, and refuses puts if the disk is really full (not a quota)."""
+        if self.disk_guard is not None:
+            self.disk_guard.check()
 
     def delete_expired_files(self, reserved_ms: float, clean_immediately: bool, max_count: int,
                              pause=None, now_ms: Optional[float] = None) -> list[str]:

@@ -8,8 +8,11 @@ refuses puts with SERVICE_NOT_AVAILABLE while the consume queues go on being bui
 pymq does the same, and also looks before it leaps: a new commit-log segment (and a new
 index file) is allocated only if the disk keeps below the warning ratio, and with room
 for the segment, afterwards. So a full disk is met with a clear status at a segment
-boundary, never with ENOSPC inside a write: segments are allocated whole
-(``posix_fallocate``) and never grow. The refusal names the disk, its usage and the rule
+boundary, never with ENOSPC inside a write. Segments and index files are sparse
+(``posix_fallocate`` reserves their blocks a chunk ahead of the writes), so the free space
+the guard reasons with is the disk's free space less what the files being written will
+still take to be full (``promised``): the same room a whole allocation used to hold,
+without holding it on disk. The refusal names the disk, its usage and the rule
 that refused (the ratio past the warning level, or no room below it for the next two
 segments), is logged once per episode, and lifts by itself when space returns (a cleaning pass or a
 user deleting files).
@@ -35,6 +38,8 @@ class DiskUsage:
     path: str
     total: int
     free: int
+    promised: int = 0       # of the disk's free space, what the open files will still take
+
 
     @property
     def ratio(self) -> float:
@@ -43,8 +48,9 @@ class DiskUsage:
         return 1.0 - self.free / self.total if self.total > 0 else 1.0
 
     def describe(self) -> str:
+        promised = f", {_mib(self.promised)} more kept for the files being written" if self.promised else ""
         return (f"disk of {self.path} is {self.ratio:.1%} full ({self.free / 1048576:.1f} MiB free "
-                f"of {self.total / 1048576:.1f} MiB)")
+                f"of {self.total / 1048576:.1f} MiB{promised})")
 
 
 def _mib(nbytes: int) -> str:
@@ -72,12 +78,16 @@ class DiskGuard:
     def __init__(self, path: str, warning_ratio: float, set_writeable: Callable[..., None],
                  reserve_bytes: int, accepting: Callable[[], bool] = lambda: True,
                  usage_fn: Callable[[str], DiskUsage] = disk_usage,
+                 promised: Callable[[], int] = lambda: 0,
                  reserve_what: str = "two more commit-log segments (the next one and the one allocated ahead)") -> None:
         self.path = path
         self.warning_ratio = warning_ratio
         # room kept below the warning ratio: the store passes two commit-log segments (the
         # next roll's need, as ``CommitLog._roll`` checks it); ``reserve_what`` names it
         self.reserve_bytes = reserve_bytes
+        # bytes the sparse files being written (the commit-log segment, the index file)
+        # will still take to be full: counted as used, as whole allocation did
+        self.promised = promised
         self.reserve_what = reserve_what
         self.set_writeable = set_writeable
         self.accepting = accepting
@@ -90,12 +100,16 @@ class DiskGuard:
 
     def usage(self) -> Optional[DiskUsage]:
         try:
-            self.last = self.usage_fn(self.path)
+            u = self.usage_fn(self.path)
         except OSError as e:         # the directory vanished or the disk is gone
             self.measure_errors.failed(e)
             return None
         self.measure_errors.succeeded()
-        return self.last
+        promised = self.promised()
+        if promised > 0:
+            u = DiskUsage(u.path, u.total, max(0, u.free - promised), promised)
+        self.last = u
+        return u
 
     def room_for(self, nbytes: int, usage: Optional[DiskUsage] = None) -> bool:
         """Whether ``nbytes`` can be allocated and the disk stay at or below the warning

@@ -25,10 +25,14 @@ from pymq._core.index_file import IndexFile, index_file_size
 from pymq._core.index_query import IndexQuerier
 from pymq._core.mapped_file import MappedFile
 from pymq.config import StoreConfig
-from pymq.errors import CorruptRecordError, DiskFullError
+from pymq.errors import CorruptRecordError, DiskFullError, StoreStateError
 from pymq.store.episode_log import EpisodeLog
 
 log = logging.getLogger("pymq")
+
+#: Index files are sparse (RocketMQ's length, blocks where they hold data): entries are
+#: reserved this many bytes at a time, slots a 4 KiB granule at a time (``MappedFile``).
+INDEX_RESERVE_BYTES = 65_536
 
 
 def _time_name(ms: int) -> str:
@@ -56,6 +60,8 @@ class IndexService:
         self.checkpoint = None                  # set by the store (StoreCheckpoint)
         self._lock = threading.Lock()
         self.builder = IndexBuilder(None, self._roll)
+        self.builder.on_full = self._reserve_failed
+        self._reserve_paused = False            # paused for blocks of the current file, not a new one
         self.builder.enabled = config.message_index_enable
         self.enabled = config.message_index_enable
         self.disk_guard = None                  # set by the store (DiskGuard) for writers
@@ -87,7 +93,8 @@ class IndexService:
         for i, name in enumerate(names):
             path = os.path.join(self.store_path, name)
             try:
-                mf = MappedFile(path, self.file_size, writable=not self.read_only)
+                mf = MappedFile(path, self.file_size, writable=not self.read_only,
+                                reserve_chunk=0 if self.read_only else INDEX_RESERVE_BYTES)
             except Exception as e:      # a wrong size: the index is rebuilt from the log
                 if self.read_only:
                     log.warning("index file %s unusable (%s); not read", path, e)
@@ -222,7 +229,7 @@ class IndexService:
                 ms += 1
                 path = os.path.join(self.store_path, _time_name(ms))
             try:
-                mf = MappedFile(path, self.file_size, create=True)
+                mf = MappedFile(path, self.file_size, create=True, reserve_chunk=INDEX_RESERVE_BYTES)
             except DiskFullError as e:
                 self._note_paused(str(e))
                 return None
@@ -237,11 +244,26 @@ class IndexService:
                                  daemon=True).start()
             return f
 
-    def _note_paused(self, why: str) -> None:
-        """Count a failed attempt to create an index file; the first of an episode is
-        logged (``EpisodeLog``), the others are counted until one succeeds."""
-        self.pause_log.failed(f"paused, no room for a {self.file_size}-byte index file ({why}); "
+    def unreserved_bytes(self) -> int:
+        """What the index file being written still lacks of its blocks (sparse files)."""
+        files = self.index_files
+        if self.read_only or not files or files[-1].mapped_file.closed:
+            return 0
+        mf = files[-1].mapped_file
+        return mf.file_size - mf.reserved_bytes
+
+    def _note_paused(self, why: str, need: str = "") -> None:
+        """Count a failed attempt to create an index file (or reserve blocks of one); the
+        first of an episode is logged (``EpisodeLog``), the others are counted until one
+        succeeds."""
+        need = need or f"a {self.file_size}-byte index file"
+        self.pause_log.failed(f"paused, no room for {need} ({why}); "
                               f"messages stay readable by queue and are indexed when space returns")
+
+    def _reserve_failed(self, e: DiskFullError) -> None:
+        """The builder paused: the disk had no blocks for an entry of the current file."""
+        self._reserve_paused = True
+        self._note_paused(str(e), "the blocks of the next index entries")
 
     @property
     def paused(self) -> bool:
@@ -274,6 +296,9 @@ class IndexService:
         # exists (``_roll``); a resume whose file then cannot be allocated continues it
         self.builder.paused_at = -1
         self.builder.enabled = True
+        if self._reserve_paused:            # no new file to wait for: the episode ends here
+            self._reserve_paused = False
+            self.pause_log.succeeded()
         return at
 
     def delete_expired_files(self, phy_min_offset: int) -> int:
@@ -317,10 +342,16 @@ class IndexService:
         return n
 
     def _flush_full(self, f: IndexFile) -> None:
-        """Flush a full file, then record its end time in the checkpoint (RocketMQ)."""
-        f.flush()
+        """Flush a full file, then record its end time in the checkpoint (RocketMQ). A file
+        closed meanwhile needs nothing more (shutdown flushes every file first,
+        retention deletes it)."""
+        try:
+            f.flush()
+            end = f.end_timestamp
+        except StoreStateError:
+            return
         if self.checkpoint is not None:
-            self.checkpoint.index_msg_timestamp = f.end_timestamp
+            self.checkpoint.index_msg_timestamp = end
             self.checkpoint.flush()
 
     def end_phy_offset(self) -> int:

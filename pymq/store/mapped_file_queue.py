@@ -27,10 +27,11 @@ class MappedFileQueue:
 
     def __init__(self, store_path: str, file_size: int,
                  allocate_service: Optional[AllocateMappedFileService] = None,
-                 read_only: bool = False, reserve_chunk: int = 0) -> None:
+                 read_only: bool = False, reserve_chunk: int = 0, readahead: bool = False) -> None:
         self.store_path = store_path
         self.file_size = file_size
         self.reserve_chunk = reserve_chunk      # > 0: sparse files, disk reserved ahead of writes
+        self.readahead = readahead              # files read in order (the commit log)
         self.allocate_service = allocate_service
         self.read_only = read_only
         self.mapped_files: list[MappedFile] = []
@@ -72,7 +73,8 @@ class MappedFileQueue:
             for name in names:
                 try:
                     mf = MappedFile(os.path.join(self.store_path, name), self.file_size,
-                                    writable=not self.read_only, reserve_chunk=self.reserve_chunk)
+                                    writable=not self.read_only, reserve_chunk=self.reserve_chunk,
+                                    readahead=self.readahead)
                 except FileNotFoundError:
                     if not self.read_only:
                         raise
@@ -182,11 +184,12 @@ class MappedFileQueue:
             os.makedirs(self.store_path, exist_ok=True)
             path = os.path.join(self.store_path, offset_to_file_name(offset))
             if self.allocate_service is not None:
-                mf = self.allocate_service.take(path, self.file_size)
+                mf = self.allocate_service.take(path, self.file_size, self.reserve_chunk, self.readahead)
                 nxt = os.path.join(self.store_path, offset_to_file_name(offset + self.file_size))
-                self.allocate_service.prepare(nxt, self.file_size)
+                self.allocate_service.prepare(nxt, self.file_size, self.reserve_chunk, self.readahead)
             else:
-                mf = MappedFile(path, self.file_size, create=True, reserve_chunk=self.reserve_chunk)
+                mf = MappedFile(path, self.file_size, create=True, reserve_chunk=self.reserve_chunk,
+                                readahead=self.readahead)
             if not files:
                 mf.first_create_in_queue = True
             self.mapped_files = files + [mf]

@@ -67,6 +67,9 @@ from .timer_gate import TimerGate, need_room
 log = logging.getLogger("pymq")
 
 TIMER_TOPIC = "rmq_sys_wheel_timer"
+#: The wheel and the timer log keep RocketMQ's sizes but are sparse: the log's blocks are
+#: reserved this many bytes ahead of its units, the wheel's a 4 KiB granule per slot written.
+TIMER_RESERVE_BYTES = 65_536
 _MARK_NAME = TIMER_DEL_UNIQKEY.encode()
 _DROP_ON_DELIVERY = ("REAL_TOPIC", "REAL_QID", "TIMER_DELAY_SEC", "TIMER_DELAY_MS")
 
@@ -102,7 +105,8 @@ class TimerMessageService(ServiceThread):
         self.commit_log = commit_log
         self.put = put
         self.checkpoint = TimerCheckpoint(store_root)
-        self.timer_log = MappedFileQueue(os.path.join(store_root, "timerlog"), config.timer_log_file_size)
+        self.timer_log = MappedFileQueue(os.path.join(store_root, "timerlog"), config.timer_log_file_size,
+                                         reserve_chunk=TIMER_RESERVE_BYTES)
         self.wheel: Optional[MappedFile] = None
         self.disk_guard = None          # set by the store (DiskGuard): room for new files
         self.gate: Optional[TimerGate] = None     # set by gate_puts: timer puts refused without files
@@ -197,7 +201,7 @@ class TimerMessageService(ServiceThread):
 
     def _open_files(self) -> None:
         path = os.path.join(self.root, "timerwheel")
-        wheel = MappedFile(path, self.slots_total * SLOT.size, create=True)
+        wheel = MappedFile(path, self.slots_total * SLOT.size, create=True, reserve_chunk=TIMER_RESERVE_BYTES)
         try:
             self.timer_log.load()
         except BaseException:
@@ -246,9 +250,10 @@ class TimerMessageService(ServiceThread):
         first, last, num = self._slot(second)
         self._file_seconds[mf.file_from_offset] = max(self._file_seconds.get(mf.file_from_offset, -1), second)
         pos = mf.file_from_offset + mf.wrote_position
+        slot_pos = (second % self.slots_total) * SLOT.size
+        self.wheel.reserve_range(slot_pos, slot_pos + SLOT.size)   # sparse: blocks before the unit
         mf.append_message(UNIT.pack(last, due_ms, offset, size, MAGIC_DEFAULT))
-        self.wheel.write_at((second % self.slots_total) * SLOT.size,
-                            SLOT.pack(second, first if first >= 0 else pos, pos, num + 1, 0))
+        self.wheel.write_at(slot_pos, SLOT.pack(second, first if first >= 0 else pos, pos, num + 1, 0))
         if second == self._due_second:
             self._due_second = None      # the current second got a new unit: re-read it
 
