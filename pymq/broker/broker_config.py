@@ -27,6 +27,9 @@ class BrokerConfig:
     # its clients' topics (system, retry and dead-letter topics do not count; an admin's
     # updateTopic is not limited); each topic takes files and a topics.json entry. 0: none
     max_topics: int = 4096
+    # pymq: a topic's read and write queue numbers (updateTopic, gRPC and remoting admin
+    # calls) are at most this: each queue takes files, and a route lists every queue
+    max_queues_per_topic: int = 1024
     auto_create_subscription_group: bool = True  # autoCreateSubscriptionGroup
 
     # -- retry and dead letter --------------------------------------------------------
@@ -49,6 +52,8 @@ class BrokerConfig:
         """Raise :class:`PymqError` when a value cannot work."""
         if self.default_topic_queue_nums < 1 or self.retry_queue_nums < 1:
             raise PymqError("queue numbers must be >= 1")
+        if not 1 <= max(self.default_topic_queue_nums, self.retry_queue_nums) <= self.max_queues_per_topic:
+            raise PymqError("max_queues_per_topic must be at least the default and retry queue numbers")
         if self.max_reconsume_times < 0 or self.transaction_check_max < 0:
             raise PymqError("max_reconsume_times and transaction_check_max must be >= 0")
         if min(self.pop_revive_interval, self.transaction_timeout, self.transaction_check_interval) < 1:

@@ -118,8 +118,9 @@ class TopicConfigManager(DataVersionTable):
         why = validate_topic(tc.topic_name, "utf8")
         if why is not None:
             raise ValueError(why)
-        if tc.read_queue_nums < 1 or tc.write_queue_nums < 1 or not 0 <= tc.perm <= 7:
-            raise ValueError("queue numbers must be >= 1 and perm in 0..7")
+        cap = self.broker_config.max_queues_per_topic
+        if not (1 <= tc.read_queue_nums <= cap and 1 <= tc.write_queue_nums <= cap) or not 0 <= tc.perm <= 7:
+            raise ValueError(f"queue numbers must be in 1..{cap} (max_queues_per_topic) and perm in 0..7")
         return self.put(tc)
 
     def delete_topic_config(self, topic: str) -> bool:

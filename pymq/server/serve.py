@@ -61,6 +61,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-topics", type=int, default=4096, metavar="N",
                         help="sends create no more topics once N exist (system topics aside); further sends to "
                              "unknown topics get TOPIC_NOT_FOUND (default 4096, 0: no limit)")
+    parser.add_argument("--max-queues-per-topic", type=int, default=1024, metavar="N",
+                        help="a topic's read and write queue numbers are at most N (updateTopic beyond is "
+                             "refused; default 1024)")
     parser.add_argument("--no-auto-create-group", action="store_true",
                         help="refuse unknown consumer groups (CONSUMER_GROUP_NOT_FOUND)")
     parser.add_argument("--flush", choices=("async", "sync"), default="async",
@@ -148,6 +151,7 @@ def run(args: argparse.Namespace) -> int:
     if args.max_topics < 0:
         raise PymqError("serve: --max-topics must be >= 0")
     broker_config = BrokerConfig(auto_create_topic_enable=not args.no_auto_create_topic, max_topics=args.max_topics,
+                                 max_queues_per_topic=args.max_queues_per_topic,
                                  auto_create_subscription_group=not args.no_auto_create_group,
                                  transaction_timeout=args.transaction_timeout,
                                  transaction_check_interval=args.transaction_check_interval)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 import socket
 import struct
@@ -176,3 +177,30 @@ def test_binary_headers_answered_in_binary(remoting_server):
     assert word >> 24 == 1
     back = parse_binary_header(data[8:8 + (word & 0xFFFFFF)])
     assert back["opaque"] == 4242 and back["flag"] & 1 and back["code"] == 0 and back["ext"]["offset"] == "0"
+
+
+def test_queue_numbers_are_capped_and_refused_sends_create_no_topic(remoting_server):
+    """updateTopic with 5,000,000 queues is refused (SYSTEM_ERROR naming the cap) and
+    creates nothing; a first send to a new topic with a queue id past its default queues
+    is refused before the topic is created: neither leaves a topic entry."""
+    server = remoting_server("--max-queues-per-topic", "64")
+    br = server.broker
+    huge, fits = invoke(br, {"code": 17, "header": {"topic": "Huge", "readQueueNums": 5_000_000,
+                                                     "writeQueueNums": 5_000_000, "perm": 6}},
+                        {"code": 17, "header": {"topic": "Fits", "readQueueNums": 64, "writeQueueNums": 64,
+                                                "perm": 6}})
+    assert huge["code"] == 1 and "max_queues_per_topic" in huge["remark"], huge
+    assert fits["code"] == 0, fits
+    bad, good = invoke(br, *[{"code": 310, "header": {"a": "PG", "b": topic, "c": "TBW102", "d": 4, "e": qid, "f": 0,
+                                                      "g": int(time.time() * 1000), "h": 0, "i": "", "j": 0,
+                                                      "k": False},
+                              "body": base64.b64encode(b"x").decode()}
+                             for topic, qid in (("NewTopic", 99), ("OtherTopic", 1))])
+    assert bad["code"] == 1 and "queueId[99] is illegal" in bad["remark"], bad
+    assert good["code"] == 0, good
+    table = body_json(invoke(br, {"code": 21})[0])["topicConfigTable"]
+    assert "Fits" in table and "OtherTopic" in table
+    assert "Huge" not in table and "NewTopic" not in table
+    with open(os.path.join(server.store, "config", "topics.json")) as f:
+        saved = f.read()
+    assert "NewTopic" not in saved and "Huge" not in saved and "OtherTopic" in saved

@@ -118,6 +118,12 @@ class SendMessageProcessor:
         tcm = self.broker.topic_config_manager
         tc = tcm.select_topic_config(topic)
         if tc is None:
+            # a new topic's queues, checked before it is created: a refused send leaves none
+            would = tcm.select_or_default_topic_config(topic)
+            if would is not None and queue_id >= max(would.write_queue_nums, would.read_queue_nums):
+                raise RequestError(ResponseCode.SYSTEM_ERROR,
+                                   f"request queueId[{queue_id}] is illegal, topic:[{topic}] "
+                                   f"writeQueueNums:[{would.write_queue_nums}]")
             if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
                 group = self._group(topic[len(RETRY_GROUP_TOPIC_PREFIX):])
                 tc = tcm.create_topic_of_group(topic, group.retry_queue_nums, PERM_READ | PERM_WRITE)
