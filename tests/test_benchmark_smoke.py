@@ -10,6 +10,8 @@ import sys
 import pytest
 
 from pymq import benchmark, cli
+from pymq.benchmark.figures import Figure, best_figures
+from pymq.benchmark.many_queues import disk_bytes, mapped_regions, queue_names
 
 TINY = ["--messages", "2000", "--batch-messages", "2000", "--batch", "100",
         "--repeat", "1", "--warmup", "100", "--commitlog-file-size", str(16 << 20),
@@ -17,7 +19,10 @@ TINY = ["--messages", "2000", "--batch-messages", "2000", "--batch", "100",
         "--delivery-messages", "50", "--delivery-window-ms", "200", "--pending-timers", "1000",
         "--put-with-timers-messages", "2000", "--cleaning-segments", "2", "--cleaning-messages", "2000",
         "--real-messages", "3000", "--real-queries", "500", "--pending-halves", "100",
-        "--commits", "2000", "--durable-commits", "20"]
+        "--commits", "2000", "--durable-commits", "20",
+        "--many-queues", "200", "--many-queue-messages", "2"]
+FIGURE_KEYS = {"dispatch_wait_s", "close_s", "reopen_s", "read_only_open_s", "disk_mib", "commitlog_disk_mib",
+               "queue_disk_mib", "index_disk_mib", "maps"}
 
 
 def expected_rows():
@@ -91,3 +96,67 @@ def test_bench_draws_a_png_chart(bench_run):
     *_, parent = bench_run
     png = parent.parent / "bench.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+
+
+def _check_many_queues_rows(rows, queues):
+    """The many_queues rows: pymq's (and lmdb's where installed), each with sane figures."""
+    mq = {row["implementation"]: row for row in rows if row["workload"] == "many_queues"}
+    want = {"pymq"} | ({"lmdb"} if importlib.util.find_spec("lmdb") is not None else set())
+    assert set(mq) == want
+    for row in mq.values():
+        figures = row["figures"]
+        assert set(figures) == FIGURE_KEYS
+        assert row["msgs_per_s"] > 0 and row["ratio"] > 0 and row["messages"] == queues * 2
+        assert figures["reopen_s"] > 0 and figures["read_only_open_s"] > 0 and figures["close_s"] > 0
+        assert figures["disk_mib"] > 0 and figures["maps"] >= 1
+    pymq_figures = mq["pymq"]["figures"]
+    assert pymq_figures["maps"] >= queues          # every queue's file stays mapped
+    assert 0 < pymq_figures["queue_disk_mib"] < pymq_figures["disk_mib"]
+    assert pymq_figures["commitlog_disk_mib"] > 0
+    assert 0 <= pymq_figures["dispatch_wait_s"] <= mq["pymq"]["seconds"]
+    if "lmdb" in mq:
+        assert mq["lmdb"]["figures"]["queue_disk_mib"] is None and mq["lmdb"]["figures"]["dispatch_wait_s"] is None
+
+
+def test_bench_many_queues_rows_carry_figures(bench_run):
+    _, stdout, report, _ = bench_run
+    _check_many_queues_rows(report["rows"], 200)
+    assert all("figures" not in row for row in report["rows"] if row["workload"] != "many_queues")
+    caption = stdout.splitlines().index("many_queues: each figure the best of 1 repeat(s)")
+    header = stdout.splitlines()[caption + 1].split()
+    assert header[:2] == ["implementation", "msgs/s"] and "maps" in header
+    assert stdout.splitlines()[caption + 2].split()[0] == "pymq"
+
+
+def test_bench_workload_many_queues_writes_json(tmp_path):
+    out = tmp_path / "many.json"
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout):
+        code = cli.main(["bench", "--workload", "many_queues", "--many-queues", "120", "--many-queue-messages",
+                         "2", "--repeat", "2", "--commitlog-file-size", str(16 << 20), "--dir", str(tmp_path),
+                         "--json", str(out)])
+    assert code == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert {row["workload"] for row in rows} == {"many_queues"}
+    _check_many_queues_rows(rows, 120)
+    assert "writer reopen s" in stdout.getvalue()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["many.json"]
+
+
+def test_best_figures_takes_each_figures_best_repeat():
+    specs = (Figure("open_s", "open s"), Figure("hits", "hits", lower_is_better=False), Figure("gone", "gone"))
+    repeats = [{"open_s": 2.0, "hits": 5, "gone": None}, {"open_s": 1.0, "hits": 3, "gone": None}]
+    assert best_figures(repeats, specs) == {"open_s": 1.0, "hits": 5, "gone": None}
+
+
+def test_many_queues_helpers(tmp_path):
+    assert queue_names(12)[:2] == [("T0000", 0), ("T0000", 1)] and queue_names(12)[-1] == ("T0001", 1)
+    sparse = tmp_path / "sparse"
+    with open(sparse, "wb") as f:
+        f.truncate(64 << 20)                 # 64 MiB long, no blocks
+        f.write(b"x" * 4096)
+    assert 4096 <= disk_bytes(str(tmp_path)) < (1 << 20)   # blocks, as du counts them: not the length
+    import mmap
+    with open(sparse, "rb") as f, mmap.mmap(f.fileno(), 4096, access=mmap.ACCESS_READ):
+        assert mapped_regions(str(tmp_path)) == 1
+    assert mapped_regions(str(tmp_path)) == 0

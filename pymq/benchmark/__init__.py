@@ -31,6 +31,11 @@ Workload groups; the ratio column is pymq's msgs/s divided by the row's msgs/s
 ``aio_put``, ``aio_sync_put``, ``aio_wakeup``
     :mod:`pymq.aio` next to the threaded API: put rate, SYNC_FLUSH puts from 32
     producers, put-to-wake-up latency (p50/p99); see :mod:`pymq.benchmark.aio`.
+``many_queues``
+    ``--many-queues`` queues (10,000) x ``--many-queue-messages`` (10): pymq's put rate
+    next to lmdb's (one key range per queue), and per implementation the extra figures
+    writer reopen s, read-only open s, disk MiB (blocks, as ``du`` counts them) and
+    mappings, printed in a table under the main one; see :mod:`pymq.benchmark.many_queues`.
 
 Durability: pymq runs a started store with the default ``StoreConfig`` (1 GiB segments,
 ``ASYNC_FLUSH``: a put returns once the message is in the mapped commit log); lmdb is
@@ -39,16 +44,20 @@ fsyncs. ``--flush-disk-type SYNC_FLUSH`` opens lmdb with ``sync=True, metasync=T
 
 Adding a workload: subclass :class:`Workload` (``group``, ``implementation``,
 ``operation``, ``open``/``run``/``check``/``close``) and append it to :data:`WORKLOADS`.
+A workload that measures more than its rate lists a :class:`Figure` per value in
+``figures`` and returns the values from ``measure_figures()`` (:mod:`pymq.benchmark.figures`).
 """
 
 from .aio import (PymqAioPut, PymqAioSyncPut, PymqAioWakeup, PymqThreadPut, PymqThreadSyncPut,
                   PymqThreadWakeup)
 from .base import TOPIC, PEERS, BenchCheckError, BenchOptions, Workload, store_config
+from .figures import Figure, best_figures, format_figures
+from .many_queues import LmdbManyQueues, PymqManyQueues
 from .read import (BisectTimeLookup, LmdbCursorRead, PymqDispatch, PymqGetMessage, PymqPutMessagesReference,
                    PymqTimeLookup, QueuelibPop)
-from .runner import (WORKLOADS, Report, Row, add_arguments, assign_ratios, environment, format_report,
+from .runner import (WORKLOADS, Repeat, Report, Row, add_arguments, assign_ratios, environment, format_report,
                      format_table, groups, main, measure, options_from_args, parse_args, run,
-                     run_benchmarks, select_workloads, time_once, write_json)
+                     run_benchmarks, select_workloads, time_once, time_repeat, write_json)
 from .delivery import PymqDelayDelivery, PymqPutWithoutTimers, PymqPutWithTimers, PymqTimerDelivery
 from .query import LmdbGet, PymqQueryMessage, SqliteSelect
 from .write import LmdbPutMulti, LmdbPutPerTxn, PymqPutMessage, PymqPutMessages, QueuelibPush

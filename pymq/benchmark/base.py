@@ -13,6 +13,8 @@ from typing import Any, ClassVar
 
 import pymq
 
+from .figures import Figure
+
 TOPIC = "BenchTopic"
 PEERS = ("lmdb", "queuelib")   # pip-installed peers; sqlite3 and bisect come with Python
 _MiB = 1 << 20
@@ -49,6 +51,8 @@ class BenchOptions:
     cleaning_messages: int = 300_000      # put_while_cleaning: put_message calls per repeat
     commits: int = 200_000                # commit_offset: offset commits per repeat (in memory)
     durable_commits: int = 300            # commit_durable: Consumer.commit() calls per repeat
+    many_queues: int = 10_000             # many_queues: queues written (10 per topic)
+    many_queue_messages: int = 10         # many_queues: messages put into each queue
 
     @property
     def sync_flush(self) -> bool:
@@ -100,6 +104,9 @@ class Workload(abc.ABC):
     batched: ClassVar[bool] = False
     latency: ClassVar[bool] = False  # run() records per-call nanoseconds in self.samples
     sync_before_run: ClassVar[bool] = True  # False: before_run() syncs itself, then works on
+    warm_up: ClassVar[bool] = True  # False: no --warmup run before the timed one
+    #: figures measure_figures() returns beside the timed rate (Row.figures)
+    figures: ClassVar[tuple[Figure, ...]] = ()
 
     def __init__(self, options: BenchOptions) -> None:
         self.options = options
@@ -131,7 +138,7 @@ class Workload(abc.ABC):
         try:
             self.open(self._workdir)
             self.prefill()
-            warmup = min(self.options.warmup, self.message_count())
+            warmup = min(self.options.warmup, self.message_count()) if self.warm_up else 0
             if warmup:
                 self.run(warmup)
         except BaseException:
@@ -153,6 +160,11 @@ class Workload(abc.ABC):
 
     def before_run(self, n: int) -> None:
         """Untimed preparation right before the timed ``run(n)``."""
+
+    def measure_figures(self) -> dict[str, float | None]:
+        """The values of :attr:`figures`, measured after :meth:`check` on what the timed
+        run wrote (the workload times what it times itself); none by default."""
+        return {}
 
     @abc.abstractmethod
     def open(self, path: str) -> None:

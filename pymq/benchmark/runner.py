@@ -4,19 +4,15 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib
-import importlib.metadata
 import importlib.util
 import json
 import os
-import platform
 import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 import pymq
-from pymq._version import __version__
 
 from .aio import (PymqAioPut, PymqAioSyncPut, PymqAioWakeup, PymqThreadPut, PymqThreadSyncPut,
                   PymqThreadWakeup)
@@ -26,6 +22,9 @@ from .commit import (PymqCommitOffset, PymqConsumerCommit, PymqConsumerCommitThr
 from .read import (BisectTimeLookup, LmdbCursorRead, PymqDispatch, PymqGetMessage, PymqGetMessageNoCrc,
                    PymqPutMessagesReference, PymqTimeLookup, QueuelibPop)
 from .delivery import PymqDelayDelivery, PymqPutWithoutTimers, PymqPutWithTimers, PymqTimerDelivery
+from .figures import Figure, best_figures, format_figures
+from .machine import environment
+from .many_queues import LmdbManyQueues, PymqManyQueues
 from .pop import LitequeuePopDone, PersistQueueAck, PymqPopAck
 from .query import LmdbGet, PymqQueryMessage, SqliteSelect
 from .realistic import REALISTIC
@@ -54,6 +53,7 @@ WORKLOADS: tuple[type[Workload], ...] = (
     PymqAioSyncPut, PymqThreadSyncPut,
     PymqAioWakeup, PymqThreadWakeup,
     *REALISTIC,
+    PymqManyQueues, LmdbManyQueues,
 )
 
 
@@ -78,6 +78,15 @@ class Row:
     ratio: float | None = None  # pymq msgs/s / this row's msgs/s, within the group
     p50_ns: float | None = None  # per-operation latency, for latency workloads
     p99_ns: float | None = None
+    #: the workload's extra figures (``Workload.figures``: key -> value), None for most
+    figures: dict[str, float | None] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The row as a JSON object; ``figures`` only where the workload measures any."""
+        out = dataclasses.asdict(self)
+        if out["figures"] is None:
+            del out["figures"]
+        return out
 
 
 @dataclasses.dataclass
@@ -96,14 +105,24 @@ class Report:
             "environment": self.environment,
             "options": dataclasses.asdict(self.options),
             "settings": self.settings,
-            "rows": [dataclasses.asdict(row) for row in self.rows],
+            "rows": [row.to_json() for row in self.rows],
             "skipped": self.skipped,
         }
 
 
-def time_once(workload: Workload, n: int) -> tuple[int, list[int]]:
-    """Nanoseconds of one ``run(n)`` on a freshly set-up workload, and the per-call
-    samples a latency workload recorded."""
+@dataclasses.dataclass
+class Repeat:
+    """What one repeat measured: nanoseconds of ``run(n)``, the per-call samples of a
+    latency workload, the values of the workload's extra figures."""
+
+    elapsed_ns: int
+    samples: list[int]
+    figures: dict[str, float | None]
+
+
+def time_repeat(workload: Workload, n: int) -> Repeat:
+    """One repeat on a freshly set-up workload: time ``run(n)``, check the writes, then
+    let the workload measure its extra figures (before teardown)."""
     workload.setup(workload.options.directory)
     try:
         workload.before_run(n)
@@ -114,9 +133,17 @@ def time_once(workload: Workload, n: int) -> tuple[int, list[int]]:
         elapsed = time.perf_counter_ns() - start
         workload.check()
         samples = list(getattr(workload, "samples", ())) if workload.latency else []
+        figures = workload.measure_figures() if workload.figures else {}
     finally:
         workload.teardown()
-    return elapsed, samples
+    return Repeat(elapsed, samples, figures)
+
+
+def time_once(workload: Workload, n: int) -> tuple[int, list[int]]:
+    """Nanoseconds of one ``run(n)`` on a freshly set-up workload, and the per-call
+    samples a latency workload recorded."""
+    repeat = time_repeat(workload, n)
+    return repeat.elapsed_ns, repeat.samples
 
 
 def _percentile(sorted_samples: list[int], q: float) -> float:
@@ -125,18 +152,22 @@ def _percentile(sorted_samples: list[int], q: float) -> float:
 
 def measure(workload: Workload) -> Row:
     """Time ``--repeat`` repeats of a workload and keep the best one (for a latency
-    workload, the repeat with the lowest median)."""
+    workload, the repeat with the lowest median); each extra figure is its own best
+    over the repeats (:func:`~pymq.benchmark.figures.best_figures`)."""
     n = workload.message_count()
-    runs = [time_once(workload, n) for _ in range(workload.options.repeat)]
+    runs = [time_repeat(workload, n) for _ in range(workload.options.repeat)]
     if workload.latency:
-        best_ns, samples = min(runs, key=lambda r: sorted(r[1])[len(r[1]) // 2] if r[1] else r[0])
+        best = min(runs, key=lambda r: sorted(r.samples)[len(r.samples) // 2] if r.samples else r.elapsed_ns)
     else:
-        best_ns, samples = min(runs, key=lambda r: r[0])
-    seconds = max(best_ns, 1) / 1e9
+        best = min(runs, key=lambda r: r.elapsed_ns)
+    seconds = max(best.elapsed_ns, 1) / 1e9
+    samples = best.samples
     row = Row(workload.group, workload.implementation, workload.operation, n, seconds, n / seconds)
     if samples:
         samples.sort()
         row.p50_ns, row.p99_ns = _percentile(samples, 0.50), _percentile(samples, 0.99)
+    if workload.figures:
+        row.figures = best_figures((r.figures for r in runs), workload.figures)
     return row
 
 
@@ -192,51 +223,6 @@ def _say(stream: TextIO | None, line: str) -> None:
         print(line, file=stream, flush=True)
 
 
-# -- environment -------------------------------------------------------------------------
-
-
-def cpu_model() -> str:
-    """The CPU's model name from /proc/cpuinfo, else what :mod:`platform` knows."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith(("model name", "Model", "Hardware")):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown"
-
-
-def core_build_info() -> str:
-    """What the compiled core reports about its build (CRC-32 implementation)."""
-    try:
-        record = importlib.import_module("pymq._core.record")
-    except ImportError as exc:
-        return f"core not importable ({exc})"
-    crc32_impl = getattr(record, "crc32_impl", None)
-    return f"crc32={crc32_impl()}" if callable(crc32_impl) else "crc32_impl() not available"
-
-
-def _dist_version(name: str) -> str:
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return "not installed"
-
-
-def environment() -> dict[str, str]:
-    """Python, CPU, pymq and peer versions, for the header and the JSON output."""
-    env = {
-        "python": f"{platform.python_implementation()} {platform.python_version()}",
-        "platform": platform.platform(),
-        "cpu": f"{cpu_model()} ({os.cpu_count()} logical CPUs)",
-        "pymq": __version__,
-        "pymq_core": core_build_info(),
-    }
-    env.update({peer: _dist_version(peer) for peer in PEERS})
-    return env
-
-
 # -- output ------------------------------------------------------------------------------
 
 _COLUMNS = (  # header, Row attribute, value format; text columns are left-aligned
@@ -287,8 +273,16 @@ def format_report(report: Report) -> str:
     width = max(map(len, report.settings), default=0)
     lines += [f"{impl:<{width}}  {note}" for impl, note in report.settings.items() if note]
     lines += ["", format_table(report.rows)]
+    figures = format_figures(report.rows, figure_specs(), opts.repeat)
+    if figures:
+        lines += ["", figures]
     lines += [f"skipped {s['workload']}/{s['implementation']}: {s['reason']}" for s in report.skipped]
     return "\n".join(lines)
+
+
+def figure_specs() -> dict[str, Figure]:
+    """Every workload's extra figures by key (how the figures table labels and formats them)."""
+    return {spec.key: spec for w in WORKLOADS for spec in w.figures}
 
 
 def write_json(report: Report, path: str) -> None:
@@ -375,6 +369,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"offset commits per repeat of commit_offset (default {d.commits:,})")
     add("--durable-commits", type=_positive_int, default=d.durable_commits, metavar="N",
         help=f"Consumer.commit() calls per repeat of commit_durable (default {d.durable_commits:,})")
+    add("--many-queues", type=_positive_int, default=d.many_queues, metavar="N",
+        help=f"queues of many_queues, 10 per topic (default {d.many_queues:,})")
+    add("--many-queue-messages", type=_positive_int, default=d.many_queue_messages, metavar="N",
+        help=f"messages many_queues puts into each queue (default {d.many_queue_messages})")
 
 
 def options_from_args(args: argparse.Namespace) -> BenchOptions:
