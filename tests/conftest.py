@@ -118,3 +118,46 @@ def mounted_ext4(tmp_path, size: int):
         yield mnt
     finally:
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+# -- a real Apache RocketMQ broker (tests/real_rocketmq.py) ----------------------------------
+
+@pytest.fixture(scope="session")
+def rocketmq_home():
+    """The RocketMQ 4.9.7 distribution ($PYMQ_ROCKETMQ_HOME, else ../shared/rocketmq-4.9.7
+    beside the repository, else /work/shared's); the test is skipped, saying why, without one."""
+    from real_rocketmq import find_rocketmq_home
+    home, why = find_rocketmq_home()
+    if home is None:
+        pytest.skip(why)
+    return home
+
+
+@pytest.fixture(scope="session")
+def rocketmq_probe(rocketmq_home, tmp_path_factory):
+    """tests/java/RmqProbe.java (official Java client + mqadmin), compiled once per session."""
+    from real_rocketmq import Probe
+    return Probe.compile(rocketmq_home, tmp_path_factory.mktemp("rmq-probe"))
+
+
+@pytest.fixture
+def real_broker(rocketmq_home, tmp_path):
+    """A factory ``real_broker(store_dir, conf=None) -> RealBroker`` (not started); every
+    broker and name server it made is stopped after the test, whatever its outcome."""
+    from real_rocketmq import RealBroker
+    made = []
+
+    def make(store, conf=None):
+        b = RealBroker(rocketmq_home, tmp_path / f"rmq-run-{len(made)}", store, conf)
+        made.append(b)
+        return b
+
+    yield make
+    failures = []
+    for b in made:
+        try:
+            b.stop()
+        except Exception as e:  # noqa: BLE001 - stop every one, then report
+            failures.append(e)
+    if failures:
+        raise failures[0]
