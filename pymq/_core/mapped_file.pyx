@@ -311,6 +311,7 @@ cdef class MappedFile:
             c_close(fd)
         if rc != 0:
             _raise_alloc(rc, end - start, self.file_name)
+        self._ungrant(start // GRANULE * GRANULE, end // GRANULE * GRANULE)   # now in the prefix
         self.reserved = end
         return 0
 
