@@ -41,7 +41,7 @@ from libc.stdint cimport uint8_t
 from libc.stdlib cimport calloc, free
 from libc.string cimport memcmp, strerror
 
-from pymq._core.mapped_file cimport granules_reserved, segment_for
+from pymq._core.mapped_file cimport GRANULE, granules_reserved, segment_for
 from pymq._core.record cimport key_word_end, next_property, record_layout
 
 from pymq.errors import DiskFullError
@@ -202,13 +202,19 @@ cdef class IndexFile:
     cdef int reserve_link(self, int32_t count, int32_t key_hash) noexcept nogil:
         """Reserve the disk blocks entry ``count`` and its slot are written to (the file is
         sparse: a write into a hole of a full disk would be a SIGBUS): 0, or an errno.
-        The slot takes a 4 KiB granule, the entries ``ENTRY_RUN`` bytes at a time."""
+        The slot takes a 4 KiB granule (the whole slot table once a quarter of it is
+        reserved), the entries ``ENTRY_RUN`` bytes at a time."""
         cdef Py_ssize_t slot_pos = HEADER_SIZE + <Py_ssize_t>(key_hash % self.hash_slot_num) * SLOT_SIZE
         cdef Py_ssize_t entry_pos = self.entries_pos + <Py_ssize_t>count * ENTRY_SIZE
         cdef int rc
         if not granules_reserved(self.mapped_file.granted, self.mapped_file.reserved, self.mapped_file.file_size,
                                  slot_pos, slot_pos + SLOT_SIZE):
-            rc = self.mapped_file.reserve_range_nogil(slot_pos, slot_pos + SLOT_SIZE)
+            if self.mapped_file.granted_count * GRANULE * 4 > self.entries_pos:
+                # a quarter of the slot table has its blocks: a busy file, whose slots
+                # will all be touched soon; reserve the rest at once, not page by page
+                rc = self.mapped_file.reserve_range_nogil(HEADER_SIZE, self.entries_pos)
+            else:
+                rc = self.mapped_file.reserve_range_nogil(slot_pos, slot_pos + SLOT_SIZE)
             if rc != 0:
                 return rc
         if not granules_reserved(self.mapped_file.granted, self.mapped_file.reserved, self.mapped_file.file_size,

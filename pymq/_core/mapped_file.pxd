@@ -13,6 +13,8 @@ cdef class MappedFile:
     cdef unsigned char *granted               # sparse files: bitmap of GRANULE-sized runs reserved
     cdef Py_ssize_t granted_count             # ... past ``reserved`` (random writes); NULL: none yet
     cdef char *_cpath                         # the path, encoded, for GIL-free reservations
+    cdef int _fd                              # kept open for reservations when hold_fd, else -1
+    cdef public bint hold_fd                  # many reservations ahead (the index being written)
     cdef int _exports
     cdef int _pins
     cdef bint _closing

@@ -99,6 +99,7 @@ cdef class MappedFile:
         self.granted = NULL
         self.file_name = path
         self._cpath = NULL
+        self._fd = -1
         self.file_size = file_size
         self.writable = writable
         name = os.path.basename(path)
@@ -196,6 +197,9 @@ cdef class MappedFile:
         self.granted = NULL
         free(self._cpath)
         self._cpath = NULL
+        if self._fd >= 0:
+            c_close(self._fd)
+            self._fd = -1
 
     # -- lifetime --------------------------------------------------------------------------
 
@@ -219,6 +223,9 @@ cdef class MappedFile:
         if self.base != NULL:
             munmap(self.base, self.file_size)
             self.base = NULL
+        if self._fd >= 0:
+            c_close(self._fd)
+            self._fd = -1
 
     def close(self):
         """Unmap now, or as soon as the last pin or exported buffer is released."""
@@ -333,13 +340,18 @@ cdef class MappedFile:
         e = (end + GRANULE - 1) // GRANULE * GRANULE
         if e > self.file_size:
             e = self.file_size
-        fd = c_open(self._cpath, O_RDWR, 0)
+        fd = self._fd
         if fd < 0:
-            return errno
+            fd = c_open(self._cpath, O_RDWR, 0)
+            if fd < 0:
+                return errno
+            if self.hold_fd:
+                self._fd = fd
         rc = posix_fallocate(fd, s, e - s)
         while rc == EINTR:
             rc = posix_fallocate(fd, s, e - s)
-        c_close(fd)
+        if fd != self._fd:
+            c_close(fd)
         if rc != 0:
             return rc
         g = s // GRANULE

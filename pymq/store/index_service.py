@@ -103,6 +103,7 @@ class IndexService:
                 for later in names[i:]:
                     os.remove(os.path.join(self.store_path, later))
                 break
+            mf.hold_fd = not self.read_only     # opened at the first reservation, if any
             files.append(IndexFile(mf, self.hash_slot_num, self.index_num))
         self.index_files = files
         self.builder.set_current(files[-1] if files else None)
@@ -230,6 +231,7 @@ class IndexService:
                 path = os.path.join(self.store_path, _time_name(ms))
             try:
                 mf = MappedFile(path, self.file_size, create=True, reserve_chunk=INDEX_RESERVE_BYTES)
+                mf.hold_fd = True               # many reservations ahead, one descriptor
             except DiskFullError as e:
                 self._note_paused(str(e))
                 return None
