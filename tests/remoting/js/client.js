@@ -44,12 +44,13 @@ async function produce() {
   for (let i = start; i < start + opts.count; i++) {
     const body = opts.bodySize ? Buffer.alloc(opts.bodySize, 'x' + (i % 10)) : Buffer.from('body-' + i);
     const tags = opts.tags ? opts.tags[i % opts.tags.length] : null;
+    const createdAt = Date.now();
     const msg = new Message(opts.topic, tags, body);
     if (opts.keys !== false) msg.keys = [ (opts.keyPrefix || 'key-') + i ];
     if (opts.delayLevel) msg.delayTimeLevel = opts.delayLevel;
     if (opts.deliverAfterMs) msg.setStartDeliverTime(Date.now() + opts.deliverAfterMs);
     const send = producer.send(msg).then(r => out({ i, msgId: r.msgId, queueId: Number(r.messageQueue.queueId),
-      queueOffset: r.queueOffset, status: r.sendStatus, sentAt: Date.now() }),
+      queueOffset: r.queueOffset, status: r.sendStatus, createdAt, sentAt: Date.now() }),
     e => out({ i, error: e.message, code: e.code }));
     if (!opts.concurrent) {
       await send;
