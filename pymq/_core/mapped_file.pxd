@@ -13,6 +13,9 @@ cdef class MappedFile:
     cdef int _exports
     cdef int _pins
     cdef bint _closing
+    cdef bint _evicted                        # unmapped by a map cache, mapped again on access
+    cdef public bint used                     # read since the map cache's last look (readers set it)
+    cdef public object map_cache              # told of each map again and of the close (or None)
     cdef object __weakref__
 
     cpdef int reserve(self, Py_ssize_t upto) except -1
@@ -20,6 +23,9 @@ cdef class MappedFile:
     cdef inline void unpin(self) noexcept
     cdef int _check_open(self) except -1
     cdef void _unmap(self) noexcept
+    cpdef bint evict(self)
+    cdef int map_again(self) except -1
+    cdef int _remap(self) except -1
 
 
 cdef inline MappedFile segment_for(list files, long long offset, long long file_size):
