@@ -21,6 +21,11 @@ class StoreConfig:
     Every default is RocketMQ 4.9.7's (``MessageStoreConfig``) unless its comment says
     otherwise. Tests use small ``commitlog_file_size`` / ``consume_queue_entries`` /
     index sizes; the large defaults belong in production and benchmarks.
+
+    ``max_mapped_queue_files`` (pymq's own, default 16,384; 0: no cap) bounds how many
+    consume-queue files are mapped at once: idle ones are unmapped and mapped again on
+    their next use, so a store of 50,000 queues stays far below ``vm.max_map_count``
+    (docs/operations.md, "Many queues: mappings under a cap").
     """
 
     # -- files ------------------------------------------------------------------------
@@ -35,6 +40,11 @@ class StoreConfig:
     # many bytes ahead of the entries (a full disk fails the reservation, never a mapped
     # write), so an idle queue takes 64 KiB, not 6 MB. 0 allocates whole files.
     consume_queue_reserve_bytes: int = 65_520             # 3,276 entries
+    # At most this many consume-queue files are mapped at once (pymq's; RocketMQ maps them
+    # all): past it the least recently used are unmapped and mapped again on their next
+    # use, so 50,000 queues stay far below vm.max_map_count (65,530), with room for two
+    # more stores in the process. 0: no cap. See docs/operations.md, "Many queues".
+    max_mapped_queue_files: int = 16_384
     index_hash_slots: int = 5_000_000             # maxHashSlotNum
     index_max_entries: int = 20_000_000           # maxIndexNum
     # The next commit-log segment is always created and allocated (posix_fallocate) in the
@@ -126,6 +136,8 @@ class StoreConfig:
             raise PymqError("consume_queue_reserve_bytes must be >= 0 and a multiple of 20 (whole entries)")
         if self.commitlog_reserve_bytes < 0:
             raise PymqError("commitlog_reserve_bytes must be >= 0")
+        if self.max_mapped_queue_files < 0:
+            raise PymqError("max_mapped_queue_files must be >= 0 (0: no cap)")
         if self.index_hash_slots < 1 or self.index_max_entries < 2:
             raise PymqError("index_hash_slots must be >= 1 and index_max_entries >= 2")
         if self.flush_disk_type not in (FlushDiskType.ASYNC_FLUSH.value, FlushDiskType.SYNC_FLUSH.value):

@@ -162,6 +162,7 @@ class MessageStore:
         self.schedule_service.stale = self.timer_service.stale = self.topic_deletions.is_stale
         self.notifier = MessageArrivingNotifier()
         self.router = CqRouter(self.consume_queues.appender_for, cfg.delay_levels_ms())
+        self.consume_queues.map_cache.evictor = self.router.evict     # never a file being written
         if cfg.message_index_enable:
             self.router.index_builder = self.index_service.builder
         self.reput_service = ReputMessageService(self.commit_log, self.router, self._on_arrived)

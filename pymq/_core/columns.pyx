@@ -360,7 +360,7 @@ def read_range(CqAppender app, list commitlog_files not None, long long commitlo
             pos = offset * CQ_STORE_UNIT_SIZE
             if cq is None or pos < cq_from or pos + CQ_STORE_UNIT_SIZE > cq_to:
                 cq = segment_for(cq_files, pos, cq_fs)
-                if cq is None or cq.base == NULL:
+                if cq is None:
                     status = ST_CQ_END
                     break
                 cq_from = cq.file_from_offset
@@ -368,6 +368,9 @@ def read_range(CqAppender app, list commitlog_files not None, long long commitlo
                 if pos + CQ_STORE_UNIT_SIZE > cq_to:
                     status = ST_CQ_END
                     break
+            if cq.base == NULL and not cq.map_again():      # evicted: mapped again; closed
+                status = ST_CQ_END
+                break
             phy = pymq_get_i64(cq.base + (pos - cq_from))
             size = pymq_get_i32(cq.base + (pos - cq_from) + 8)
             if n and total_bytes + size > max_bytes:

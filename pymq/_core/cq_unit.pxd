@@ -11,6 +11,7 @@ cdef class CqAppender:
     cdef readonly long long max_physic_offset
     cdef readonly long long last_store_timestamp
     cdef Py_ssize_t file_size
+    cdef public bint routed         # in the dispatcher's table of routes (written without the GIL)
 
     cdef int put_fast(self, int64_t offset, int32_t size, int64_t tags_code, int64_t cq_offset,
                       int64_t store_timestamp) except -1

@@ -79,6 +79,11 @@ cdef class CqAppender:
         self.cur = cur
         self.max_physic_offset = max_physic_offset
 
+    @property
+    def current(self):
+        """The file being appended to (None before the first entry)."""
+        return self.cur
+
     cdef int put_fast(self, int64_t offset, int32_t size, int64_t tags_code, int64_t cq_offset,
                       int64_t store_timestamp) except -1:
         cdef MappedFile cur = self.cur
@@ -86,6 +91,8 @@ cdef class CqAppender:
         cdef char *p
         if offset + size <= self.max_physic_offset:
             return 1
+        if cur is not None and cur.base == NULL:
+            cur.map_again()                 # evicted by the map cache (a closed file stays NULL)
         if (cur is not None and cur.base != NULL and cur.writable and cur.wrote + CQ_STORE_UNIT_SIZE <= cur.reserved
                 and cur.file_from_offset + cur.wrote == expect):
             p = cur.base + cur.wrote
@@ -103,10 +110,12 @@ cdef class CqAppender:
                        int64_t store_timestamp) noexcept nogil:
         """``put_fast`` without the GIL (the dispatcher's common case): 1 when the entry is
         in the queue (written now, or already there), 0 when it needs ``put_fast`` (a new
-        or full file, a gap). The entry's bytes are published before the file's wrote
-        position moves past them, so a reader never sees a half-written entry. Only the
-        dispatcher appends; the file being appended to is never deleted under it (cleaning
-        keeps a queue's last file, truncation and topic deletion hold the dispatcher)."""
+        or full file, a gap, a file the map cache evicted). The entry's bytes are published
+        before the file's wrote position moves past them, so a reader never sees a
+        half-written entry. Only the dispatcher appends; the file being appended to is never
+        deleted under it (cleaning keeps a queue's last file, truncation and topic deletion
+        hold the dispatcher), nor evicted (``CqRouter.evict``: not while the dispatcher runs
+        without the GIL and this appender is in its table of routes)."""
         cdef char *p
         cdef Py_ssize_t wrote
         if offset + size <= self.max_physic_offset:
@@ -139,7 +148,7 @@ cdef class CqAppender:
 def read_unit(MappedFile mf, Py_ssize_t pos):
     """``(commitlog offset, size, tagsCode)`` of the entry at byte ``pos``, or None past
     the readable end."""
-    if mf.base == NULL or pos < 0 or pos + CQ_STORE_UNIT_SIZE > mf.wrote:
+    if pos < 0 or pos + CQ_STORE_UNIT_SIZE > mf.wrote or (mf.base == NULL and not mf.map_again()):
         return None
     return (pymq_get_i64(mf.base + pos), pymq_get_i32(mf.base + pos + 8),
             pymq_get_i64(mf.base + pos + 12))
@@ -159,7 +168,7 @@ def scan_shape(MappedFile mf, Py_ssize_t start, long long log_extent, long long 
     cdef int64_t phy
     cdef int32_t size
     cdef long long origin = mf.file_from_offset
-    if mf.base == NULL:
+    if mf.base == NULL and not mf.map_again():
         return start, False, max_phy, before_last, last_at
     end = mf.wrote if mf.wrote < mf.file_size else mf.file_size
     while pos + CQ_STORE_UNIT_SIZE <= mf.file_size:
@@ -186,7 +195,7 @@ def scan_shape(MappedFile mf, Py_ssize_t start, long long log_extent, long long 
 def read_unit_raw(MappedFile mf, Py_ssize_t pos):
     """The entry at byte ``pos`` regardless of the wrote position (``(0, 0, 0)`` past the
     file), for finding how far another process has written."""
-    if mf.base == NULL or pos < 0 or pos + CQ_STORE_UNIT_SIZE > mf.file_size:
+    if pos < 0 or pos + CQ_STORE_UNIT_SIZE > mf.file_size or (mf.base == NULL and not mf.map_again()):
         return (0, 0, 0)
     return (pymq_get_i64(mf.base + pos), pymq_get_i32(mf.base + pos + 8),
             pymq_get_i64(mf.base + pos + 12))
@@ -206,11 +215,12 @@ cdef long long _search(MappedFile cq, Py_ssize_t low, long long timestamp, bint 
     boundary directly: O(log n) probes even inside a run of thousands of equal timestamps,
     which batches and fast producers create.
     """
-    cdef const char *base = cq.base
+    cdef const char *base
     cdef Py_ssize_t high, lo, hi, mid
     cdef long long file_from = cq.file_from_offset
     cdef int64_t t
-    cq._check_open()
+    cq._check_open()                    # maps an evicted file again
+    base = cq.base
     high = (cq.wrote // CQ_STORE_UNIT_SIZE) * CQ_STORE_UNIT_SIZE - CQ_STORE_UNIT_SIZE
     if low < 0:
         low = 0
@@ -235,9 +245,15 @@ cdef long long _search(MappedFile cq, Py_ssize_t low, long long timestamp, bint 
     return file_from // CQ_STORE_UNIT_SIZE + (lo - 1 if upper else lo)
 
 
+cdef inline bint _readable(MappedFile mf) except -1:
+    """Whether ``mf`` is mapped, mapping it again when the map cache evicted it (call it
+    right before reading ``mf.base``: no Python code may run between)."""
+    return mf.base != NULL or mf.map_again()
+
+
 cdef Py_ssize_t _first_live(MappedFile mf, long long min_logic_offset) noexcept:
-    """Byte position of the first entry of ``mf`` at or past the queue's min that is not
-    a pre-filled blank (size Integer.MAX_VALUE)."""
+    """Byte position of the first entry of ``mf`` (mapped) at or past the queue's min that
+    is not a pre-filled blank (size Integer.MAX_VALUE)."""
     cdef Py_ssize_t pos = <Py_ssize_t>max(0, min_logic_offset - mf.file_from_offset)
     while pos + CQ_STORE_UNIT_SIZE <= mf.wrote and pymq_get_i32(mf.base + pos + 8) == 0x7FFFFFFF:
         pos += CQ_STORE_UNIT_SIZE
@@ -272,6 +288,8 @@ cdef long long lookup_by_time(CqAppender app, long long timestamp, bint upper, l
     if upper:
         for i in range(n - 1, -1, -1):
             mf = <MappedFile>files[i]
+            if not _readable(mf):
+                continue
             first = _first_live(mf, app.min_logic_offset)
             if first + CQ_STORE_UNIT_SIZE <= mf.wrote and _time_at(mf.base, first, commitlog_files, commitlog_file_size) <= timestamp:
                 chosen = mf
@@ -281,12 +299,14 @@ cdef long long lookup_by_time(CqAppender app, long long timestamp, bint upper, l
     else:
         for i in range(n - 1):
             mf = <MappedFile>files[i]
-            if _time_at(mf.base, (mf.wrote // CQ_STORE_UNIT_SIZE - 1) * CQ_STORE_UNIT_SIZE,
+            if _readable(mf) and _time_at(mf.base, (mf.wrote // CQ_STORE_UNIT_SIZE - 1) * CQ_STORE_UNIT_SIZE,
                         commitlog_files, commitlog_file_size) >= timestamp:
                 chosen = mf
                 break
         if chosen is None:
             chosen = <MappedFile>files[n - 1]
+    chosen._check_open()                # maps it again if evicted (raises when closed)
+    chosen.used = True
     result = _search(chosen, _first_live(chosen, app.min_logic_offset), timestamp, upper,
                      commitlog_files, commitlog_file_size)
     return result if result > 0 else 0

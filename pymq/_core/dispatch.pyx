@@ -184,6 +184,9 @@ cdef class CqRouter:
     one queue costs one compare. ``arrived`` collects, per (topic, queue_id) touched, the
     queue offset after the last entry dispatched; the reput service takes it to wake
     long-polling readers.
+
+    ``evict(mf, appender)`` is how the map cache unmaps a consume-queue file: never the
+    file a routed appender writes while the dispatcher runs without the GIL.
     """
     cdef object resolve
     cdef dict queues                # (topic, queue_id) -> ((topic, queue_id), CqAppender)
@@ -197,6 +200,9 @@ cdef class CqRouter:
     cdef readonly long long dispatched
     cdef readonly long long skipped_transactions
     cdef public long long last_store_timestamp      # of the newest record dispatched
+    # True while ``dispatch_segment`` runs without the GIL: routed appenders' files are
+    # then being written (``evict``); public for tests only
+    cdef public bint writing
     # queues touched in a GIL-free stretch: route key and next queue offset, folded into
     # ``arrived`` when the stretch ends
     cdef PyObject *arrived_keys[MAX_ARRIVED]
@@ -234,7 +240,20 @@ cdef class CqRouter:
         self._clear_routes()
         self.queues.clear()
 
+    cpdef bint evict(self, MappedFile mf, CqAppender app):
+        """Unmap ``mf``, a file of ``app``'s queue (``MappedFile.evict``), unless the
+        dispatcher may be writing it right now: it runs without the GIL and ``mf`` is the
+        file of an appender in the table of routes. Checked and done in one C call with
+        the GIL held, so the dispatcher cannot start a GIL-free stretch in between."""
+        if self.writing and app is not None and app.routed and app.cur is mf:
+            return False
+        return mf.evict()
+
     cdef void _clear_routes(self) noexcept:
+        cdef Py_ssize_t i
+        for i in range(ROUTE_SLOTS):
+            if self.routes[i].app != NULL:
+                (<CqAppender>self.routes[i].app).routed = False
         memset(self.routes, 0, ROUTE_SLOTS * sizeof(Route))
         self.route_count = 0
         self.last = NULL
@@ -278,6 +297,7 @@ cdef class CqRouter:
         while self.routes[i].app != NULL:
             i = (i + 1) & (ROUTE_SLOTS - 1)
         route = &self.routes[i]
+        (<CqAppender>app).routed = True
         route.app = <PyObject *>app
         route.key = <PyObject *>key
         route.queue_id = r.queue_id
@@ -388,6 +408,7 @@ def dispatch_segment(MappedFile seg, Py_ssize_t pos, Py_ssize_t end, CqRouter ro
             if has_sink:
                 sink.fast_begin()
             try:
+                router.writing = True
                 with nogil:
                     while pos < end and count < max_records:
                         n = 0
@@ -411,6 +432,7 @@ def dispatch_segment(MappedFile seg, Py_ssize_t pos, Py_ssize_t end, CqRouter ro
                         if size <= 0:
                             break
             finally:
+                router.writing = False
                 if has_sink:
                     sink.fast_end()
                 router.fold_arrived()

@@ -15,9 +15,13 @@ cdef class MappedFile:
     cdef char *_cpath                         # the path, encoded, for GIL-free reservations
     cdef int _fd                              # kept open for reservations when hold_fd, else -1
     cdef public bint hold_fd                  # many reservations ahead (the index being written)
+    cdef bint _random_access                  # MADV_RANDOM (sparse, not read in order)
     cdef int _exports
     cdef int _pins
     cdef bint _closing
+    cdef bint _evicted                        # unmapped by a map cache, mapped again on access
+    cdef public bint used                     # read since the map cache's last look (readers set it)
+    cdef public object map_cache              # told of each map again and of the close (or None)
     cdef object __weakref__
 
     cpdef int reserve(self, Py_ssize_t upto) except -1
@@ -28,6 +32,9 @@ cdef class MappedFile:
     cdef inline void unpin(self) noexcept
     cdef int _check_open(self) except -1
     cdef void _unmap(self) noexcept
+    cpdef bint evict(self)
+    cdef int map_again(self) except -1
+    cdef int _remap(self) except -1
 
 
 cdef enum:

@@ -18,9 +18,15 @@ wrote position), and the reference counting of ``ReferenceResource`` is replaced
 ``pin``/``unpin`` around work done without the GIL plus a count of exported buffers:
 ``close()`` unmaps only when neither is held, and otherwise defers the unmap to the last
 release.
+
+A file may also be *evicted* (``evict``, by ``pymq.store.map_cache``, which keeps the
+number of consume-queue files mapped under a cap): its mapping goes, the file and every
+position stay, and the next access maps it again (``pin``, every Python-level method, and
+``map_again`` for C callers, which check ``base != NULL`` first). A pinned or exported file
+is never evicted.
 """
 
-from libc.errno cimport EFBIG, EINTR, ENOMEM, ENOSPC, errno
+from libc.errno cimport EFBIG, EINTR, ENOENT, ENOMEM, ENOSPC, errno
 from libc.stdlib cimport calloc, free
 from libc.string cimport memcpy, memset, strerror
 from posix.fcntl cimport O_CREAT, O_RDONLY, O_RDWR, open as c_open
@@ -169,7 +175,8 @@ cdef class MappedFile:
             if p == MAP_FAILED:
                 raise OSError(errno, f"mmap failed for {path}: {strerror(errno).decode()}")
             self.base = <char *>p
-            if self.reserve_chunk and not readahead:
+            self._random_access = self.reserve_chunk and not readahead
+            if self._random_access:
                 # a sparse file is mostly holes: a fault must not read (zero-fill) megabytes
                 # around it, or opening thousands of nearly empty queues pages in gigabytes
                 # (a commit-log segment, read in order, keeps the kernel's readahead)
@@ -205,7 +212,7 @@ cdef class MappedFile:
 
     cdef inline int pin(self) except -1:
         if self.base == NULL or self._closing:
-            raise StoreStateError(f"segment {self.file_name} is closed")
+            self._check_open()              # maps an evicted file again; raises when closed
         self._pins += 1
         return 0
 
@@ -215,9 +222,68 @@ cdef class MappedFile:
             self._unmap()
 
     cdef int _check_open(self) except -1:
+        if self.base == NULL and self._evicted and not self._closing:
+            self._remap()
         if self.base == NULL or self._closing:
             raise StoreStateError(f"segment {self.file_name} is closed")
         return 0
+
+    # -- eviction (pymq.store.map_cache) ---------------------------------------------------
+
+    cpdef bint evict(self):
+        """Unmap the file but keep it: positions, reservation and the file stay, and the
+        next access maps it again. False, doing nothing, when it is pinned, exported,
+        closed or not mapped. The caller makes sure no C code writes it without the GIL."""
+        if self.base == NULL or self._closing or self._pins or self._exports:
+            return False
+        munmap(self.base, self.file_size)
+        self.base = NULL
+        self._evicted = True
+        return True
+
+    cdef int map_again(self) except -1:
+        """For C callers that found ``base == NULL``: 1 when the file is mapped now (an
+        evicted file is mapped again), 0 when it is closed or its file is gone."""
+        if self.base != NULL:
+            return 1
+        if self._closing or not self._evicted:
+            return 0
+        self._remap()
+        return self.base != NULL
+
+    cdef int _remap(self) except -1:
+        """Map an evicted file again and tell ``map_cache`` (the file is pinned meanwhile,
+        so the cache cannot take it back). Leaves ``base`` NULL when the file is gone (a
+        writer in another process deleted it); other failures raise OSError."""
+        cdef bytes bpath = os.fsencode(self.file_name)
+        cdef int fd, err
+        cdef void *p
+        fd = c_open(bpath, O_RDWR if self.writable else O_RDONLY, 0)
+        if fd < 0:
+            if errno == ENOENT:
+                return 0
+            raise OSError(errno, f"{strerror(errno).decode()}: {self.file_name}")
+        p = mmap(NULL, self.file_size, PROT_READ | PROT_WRITE if self.writable else PROT_READ, MAP_SHARED, fd, 0)
+        err = errno
+        c_close(fd)
+        if p == MAP_FAILED:
+            raise OSError(err, f"mmap failed for {self.file_name}: {strerror(err).decode()}")
+        if self._random_access:
+            madvise(p, self.file_size, MADV_RANDOM)
+        self.base = <char *>p
+        self._evicted = False
+        if self.map_cache is not None:
+            self._pins += 1
+            try:
+                self.map_cache.mapped(self)
+            finally:
+                self.unpin()
+        return 0
+
+    @property
+    def evicted(self):
+        """Unmapped by the map cache; mapped again on the next access."""
+        return self._evicted and self.base == NULL and not self._closing
 
     cdef void _unmap(self) noexcept:
         if self.base != NULL:
@@ -232,6 +298,10 @@ cdef class MappedFile:
         self._closing = True
         if self._pins == 0 and self._exports == 0:
             self._unmap()
+        cache = self.map_cache
+        if cache is not None:
+            self.map_cache = None
+            cache.closed(self)
 
     def destroy(self):
         """Close and delete the file."""
@@ -243,7 +313,7 @@ cdef class MappedFile:
 
     @property
     def closed(self):
-        return self.base == NULL or self._closing
+        return (self.base == NULL and not self._evicted) or self._closing
 
     @property
     def available(self):
@@ -405,6 +475,7 @@ cdef class MappedFile:
             return False
         if self.wrote + n > self.reserved:
             self.reserve(self.wrote + n)
+            self._check_open()              # evicted or closed meanwhile (reserve runs Python)
         if n:
             memcpy(self.base + self.wrote, &view[0], n)
         self.wrote += n
@@ -421,6 +492,7 @@ cdef class MappedFile:
             raise ValueError("write outside the file")
         if n and not range_reserved(self, pos, pos + n):
             self.reserve_range(pos, pos + n)
+            self._check_open()              # evicted or closed meanwhile (reserve runs Python)
         if n:
             memcpy(self.base + pos, &view[0], n)
 
@@ -483,6 +555,19 @@ cdef class MappedFile:
         cdef Py_ssize_t start, length
         cdef int rc
         if not self.is_able_to_flush(flush_least_pages) or not self.writable:
+            return self.flushed
+        if self.base == NULL and self._evicted and not self._closing:
+            # no mapping to sync: the kernel holds the pages written through the last one
+            try:
+                fd = os.open(self.file_name, os.O_RDONLY)
+            except FileNotFoundError:
+                return self.flushed
+            try:
+                os.fdatasync(fd)
+            finally:
+                os.close(fd)
+            if write > self.flushed:
+                self.flushed = write
             return self.flushed
         self.pin()
         try:

@@ -306,7 +306,9 @@ cdef class QueueReader:
             cq_files = app.mapped_file_queue.mapped_files
             pos = offset * CQ_STORE_UNIT_SIZE
             mf = segment_for(cq_files, pos, app.file_size)
-            if mf is None or mf.base == NULL or pos - mf.file_from_offset >= mf.wrote:
+            if mf is not None and mf.base == NULL:
+                mf.map_again()          # evicted by the map cache: mapped again (closed: stays NULL)
+            if mf is None or mf.base == NULL or mf._closing or pos - mf.file_from_offset >= mf.wrote:
                 if self.follower and (mf is None or mf.wrote < mf.file_size):
                     # a follower that has not mapped or scanned that entry yet: not yet
                     r.status = OFFSET_OVERFLOW_ONE
@@ -317,9 +319,14 @@ cdef class QueueReader:
                 r.status = OFFSET_FOUND_NULL
                 r.next_begin_offset = offset + per_file - offset % per_file
             else:
-                self._collect(r, mf, <Py_ssize_t>(pos - mf.file_from_offset), offset, topic, queue_id, max_msgs,
-                              flt.codes if flt is not None else (), flt.names_utf8 if flt is not None else (), raw,
-                              may_repair and self.repair is not None)
+                mf.used = True
+                mf.pin()                # the map cache cannot take it while it is read
+                try:
+                    self._collect(r, mf, <Py_ssize_t>(pos - mf.file_from_offset), offset, topic, queue_id,
+                                  max_msgs, flt.codes if flt is not None else (),
+                                  flt.names_utf8 if flt is not None else (), raw, may_repair and self.repair is not None)
+                finally:
+                    mf.unpin()
                 self._report(r, topic, queue_id)
                 if self.bad_index >= 0:
                     self._repair(topic, queue_id)

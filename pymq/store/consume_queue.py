@@ -24,6 +24,7 @@ from pymq.errors import CorruptStoreError, SegmentSizeError
 from pymq.status import BoundaryType
 
 from .log_walk import written_end
+from .map_cache import entry_written
 from .mapped_file_queue import MappedFileQueue
 from .queue_repair import LOST_SIZE, fill_gap, gap_is_possible, mark_lost_at, replace_marker
 
@@ -38,7 +39,7 @@ class ConsumeQueue:
     """The consume queue of one topic and queue id."""
 
     def __init__(self, topic: str, queue_id: int, root: str, entries_per_file: int,
-                 commit_log, read_only: bool = False, reserve_chunk: int = 0) -> None:
+                 commit_log, read_only: bool = False, reserve_chunk: int = 0, map_cache=None) -> None:
         self.topic = topic
         self.queue_id = queue_id
         self.file_size = entries_per_file * CQ_STORE_UNIT_SIZE
@@ -49,6 +50,8 @@ class ConsumeQueue:
         self.mapped_file_queue = MappedFileQueue(self.store_path, self.file_size, read_only=read_only,
                                                  reserve_chunk=reserve_chunk)
         self.appender = CqAppender(self, self.file_size, self.mapped_file_queue)
+        if map_cache is not None:               # MapCache: idle files are unmapped (map_cache.py)
+            self.mapped_file_queue.map_cache = map_cache.member(self.appender)
         self.load_error: Optional[str] = None   # why a read-only open could not map the files
         self.claimed_elsewhere = None           # set by the store: header_witness.claimed_elsewhere
         self._lock = threading.RLock()
@@ -217,6 +220,8 @@ class ConsumeQueue:
             if mf.is_full():
                 continue
             pos = mf.wrote_position
+            if mf.evicted and not entry_written(mf, pos):
+                break                           # idle: not mapped again to find that out
             while pos + CQ_STORE_UNIT_SIZE <= self.file_size:
                 unit = read_unit_raw(mf, pos)
                 if unit[0] < 0 or unit[1] <= 0:

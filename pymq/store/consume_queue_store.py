@@ -1,5 +1,6 @@
 """The table of consume queues: ``consumequeue/{topic}/{queueId}`` (RocketMQ's
-``consumeQueueTable`` with ``findConsumeQueue`` / ``loadConsumeQueue``)."""
+``consumeQueueTable`` with ``findConsumeQueue`` / ``loadConsumeQueue``). Their files are
+mapped on demand, at most ``max_mapped_queue_files`` at once (``map_cache``)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pymq.config import StoreConfig
 
 from .consume_queue import ConsumeQueue
 from .header_witness import claimed_elsewhere, header_altered, record_destroyed
+from .map_cache import MapCache
 from .queue_repair import mark_lost_past
 
 
@@ -24,6 +26,7 @@ class ConsumeQueueStore:
         self.commit_log = commit_log
         self.read_only = read_only
         self._queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self.map_cache = MapCache(config.max_mapped_queue_files)
         self._lock = threading.Lock()
         self.topic_deletions = None        # TopicDeletions: floors of recreated topics
 
@@ -39,7 +42,7 @@ class ConsumeQueueStore:
             if cq is None:
                 cq = ConsumeQueue(topic, queue_id, self.root, self.config.consume_queue_entries,
                                   self.commit_log, read_only=self.read_only,
-                                  reserve_chunk=self.config.consume_queue_reserve_bytes)
+                                  reserve_chunk=self.config.consume_queue_reserve_bytes, map_cache=self.map_cache)
                 cq.claimed_elsewhere = lambda t, q, i, phy: claimed_elsewhere(self, t, q, i, phy)
                 self._apply_floor(cq)
                 self._queues[key] = cq

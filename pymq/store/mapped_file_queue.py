@@ -4,7 +4,9 @@ Mirrors RocketMQ's ``MappedFileQueue``: files named by their 20-digit start offs
 ``get_last_mapped_file`` creating the next one when the last is full, lookups by offset,
 ``flush`` one file per call, and truncation of dirty files after recovery. The list of
 segments is replaced, never mutated in place, so readers can use a snapshot of it without
-taking the lock.
+taking the lock. A queue given a ``map_cache`` (consume queues: ``map_cache.QueueMaps``)
+registers every segment it maps there, and the cache may unmap idle ones (see
+``map_cache``).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ class MappedFileQueue:
         self.flushed_where = 0
         self.store_timestamp = 0          # store time of the last thorough flush (checkpoint)
         self.short_last_file: Optional[int] = None   # original length of a damaged last file
+        self.map_cache = None             # QueueMaps: segments are registered, idle ones unmapped
         self._lock = threading.RLock()
 
     # -- loading ---------------------------------------------------------------------------
@@ -86,10 +89,13 @@ class MappedFileQueue:
                     continue
                 mf.set_positions(self.file_size)
                 if files and mf.file_from_offset != files[-1].file_from_offset + self.file_size:
+                    mf.close()
                     raise CorruptStoreError(
                         f"{self.store_path}: segment {name} does not follow "
                         f"{offset_to_file_name(files[-1].file_from_offset)}")
                 files.append(mf)
+                if self.map_cache is not None:
+                    self.map_cache.add(mf)      # may unmap an idle file (maybe an earlier one of these)
         except BaseException:
             for mf in files:
                 mf.close()
@@ -137,6 +143,8 @@ class MappedFileQueue:
                     break                       # a gap: wait until the writer fills it
                 mf = MappedFile(os.path.join(self.store_path, name), self.file_size,
                                 writable=not self.read_only)
+                if self.map_cache is not None:
+                    self.map_cache.add(mf)
                 added.append(mf)
                 nxt = start + self.file_size
             if added:
@@ -192,6 +200,8 @@ class MappedFileQueue:
                                 readahead=self.readahead)
             if not files:
                 mf.first_create_in_queue = True
+            if self.map_cache is not None:
+                self.map_cache.add(mf)
             self.mapped_files = files + [mf]
             return mf
 

@@ -100,6 +100,9 @@ class ReputMessageService(ServiceThread):
                 self.reput_from_offset = resume
             elif pos < end:
                 break
+        if self.consume_queues is not None:
+            # queue files mapped again while this pass wrote without the GIL (not evicted then)
+            self.consume_queues.map_cache.trim()
         arrived = self.router.arrived
         if arrived:
             self.router.arrived = {}

@@ -163,15 +163,21 @@ def _max_map_count() -> Optional[int]:
 
 def _maps(store) -> dict:
     """Files the store holds mapped, by kind (each one ``mmap``: the process may hold at
-    most ``vm.max_map_count`` of all kinds)."""
+    most ``vm.max_map_count`` of all kinds), and the consume-queue files' cap (``map_cache``)."""
     ts = getattr(store, "timer_service", None)         # a read-only store runs no timers
+    cache = store.consume_queues.map_cache
     out = {
         "commitlog": len(store.commit_log.mapped_file_queue.mapped_files),
-        "consume_queue": sum(len(cq.mapped_file_queue.mapped_files) for cq in store.consume_queues.queues()),
+        "consume_queue": cache.mapped,
         "index": len(store.index_service.index_files),
         "timer": len(ts.timer_log.mapped_files) + (ts.wheel is not None) if ts is not None else 0,
     }
     out["total"] = sum(out.values())
+    out["consume_queue_files"] = sum(len(cq.mapped_file_queue.mapped_files) for cq in store.consume_queues.queues())
+    out["consume_queue_cap"] = cache.cap
+    out["consume_queue_peak"] = cache.peak
+    out["consume_queue_evictions"] = cache.evictions
+    out["consume_queue_remaps"] = cache.remaps
     out["max_map_count"] = _max_map_count()
     return out
 
