@@ -152,3 +152,40 @@ def test_stats_count_the_maps(tmp_path):
         assert maps["commitlog"] == len(s.commit_log.mapped_file_queue.mapped_files) >= 1
         assert maps["total"] == maps["commitlog"] + maps["consume_queue"] + maps["index"] + maps["timer"]
         assert maps["max_map_count"] is None or maps["max_map_count"] > 0
+
+
+def test_a_store_of_many_queues_syncs_them_at_shutdown_in_one_call(tmp_path, monkeypatch):
+    """Shutting down with at least SYNC_FS_QUEUES queues syncs their file system once
+    (``syncfs``) instead of each file, marks every queue flushed, and every entry is
+    there after a reopen; a failing syncfs falls back to flushing file by file."""
+    from pymq.store import flush_service
+
+    calls = []
+    real = flush_service.sync_file_system
+    monkeypatch.setattr(flush_service, "sync_file_system", lambda p: (calls.append(p), real(p)))
+    root = str(tmp_path / "s")
+    cfg = small_config(consume_queue_entries=ENTRIES)
+    s = pymq.MessageStore(root, cfg).start()
+    for t in range(10):
+        for q in range(10):
+            assert s.put_message(pymq.Message(topic=f"T{t}", body=b"x%d" % q, queue_id=q)).is_ok()
+    wait_dispatched(s)
+    queues = s.consume_queues.queues()
+    s.shutdown()
+    assert calls == [root]
+    assert all(cq.mapped_file_queue.flushed_where == 20 for cq in queues if cq.topic.startswith("T"))
+    with pymq.MessageStore(root, cfg) as s:
+        assert [s.get_message("g", f"T{t}", q, 0, 4).messages[0].body for t in range(10) for q in range(10)] == \
+            [b"x%d" % q for _ in range(10) for q in range(10)]
+
+    def failing(p):
+        raise OSError(5, "no syncfs here")
+    monkeypatch.setattr(flush_service, "sync_file_system", failing)
+    s = pymq.MessageStore(root, cfg).start()
+    for t in range(10):
+        assert s.put_message(pymq.Message(topic=f"T{t}", body=b"more", queue_id=0)).is_ok()
+    wait_dispatched(s)
+    queues = s.consume_queues.queues()
+    s.shutdown()
+    assert all(cq.mapped_file_queue.flushed_where == 40 for cq in queues
+               if cq.topic.startswith("T") and cq.queue_id == 0)

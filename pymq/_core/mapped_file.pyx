@@ -83,6 +83,27 @@ cdef int _raise_alloc(int rc, Py_ssize_t nbytes, str path) except -1:
     raise OSError(rc, f"posix_fallocate failed for {path}: {strerror(rc).decode()}")
 
 
+cdef extern from "<unistd.h>" nogil:
+    int syncfs(int fd)
+
+
+def sync_file_system(str path) -> None:
+    """``syncfs``: every dirty page of the file system holding ``path`` on disk, in one
+    call (many small files at once cost one journal commit, not one each). Raises
+    OSError when it fails."""
+    cdef bytes bpath = os.fsencode(path)
+    cdef int fd = c_open(bpath, O_RDONLY, 0)
+    cdef int rc
+    if fd < 0:
+        raise OSError(errno, f"{strerror(errno).decode()}: {path}")
+    with nogil:
+        rc = syncfs(fd)
+    err = errno
+    c_close(fd)
+    if rc != 0:
+        raise OSError(err, f"syncfs failed for {path}: {strerror(err).decode()}")
+
+
 def offset_to_file_name(long long offset) -> str:
     """``UtilAll.offset2FileName``: the offset, zero-padded to 20 digits."""
     return f"{offset:020d}"

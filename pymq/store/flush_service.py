@@ -2,7 +2,9 @@
 
 ASYNC_FLUSH: every ``flush_interval_commitlog`` ms, flush if at least
 ``flush_commitlog_least_pages`` pages are dirty; every ``flush_commitlog_thorough_interval``
-ms flush whatever is dirty; at shutdown flush until nothing is left.
+ms flush whatever is dirty; at shutdown flush until nothing is left. The consume queues
+are flushed the same way, but at shutdown a store of many queues syncs their file system
+once (``syncfs``) instead of each file.
 
 SYNC_FLUSH (group commit): a put waits until the log is flushed past its record. Waiting
 puts are served together: the service swaps the request list, flushes once (twice when a
@@ -13,15 +15,22 @@ record stays in the log, as in RocketMQ).
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from concurrent.futures import Future
 from typing import Callable, Optional
 
+from pymq._core.mapped_file import sync_file_system
 from pymq.status import PutMessageStatus
 
 from .mapped_file_queue import MappedFileQueue
 from .service_thread import ServiceThread
+
+log = logging.getLogger("pymq")
+
+#: At shutdown, this many consume queues or more are synced with one ``syncfs``.
+SYNC_FS_QUEUES = 64
 
 
 class PeriodicFlushService(ServiceThread):
@@ -179,5 +188,17 @@ class FlushConsumeQueueService(PeriodicFlushService):
             self.checkpoint.flush()
 
     def on_shutdown(self) -> None:
-        for cq in self.consume_queues.queues():
+        queues = self.consume_queues.queues()
+        if len(queues) >= SYNC_FS_QUEUES:
+            # one syncfs instead of an msync per queue file (each a journal commit: 10,000
+            # queues took seconds to close)
+            try:
+                sync_file_system(self.consume_queues.root)
+            except OSError as e:
+                log.warning("syncfs failed (%s); flushing the queue files one by one", e)
+            else:
+                for cq in queues:
+                    cq.mapped_file_queue.mark_flushed()
+                return
+        for cq in queues:
             cq.mapped_file_queue.flush_all()

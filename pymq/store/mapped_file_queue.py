@@ -266,6 +266,19 @@ class MappedFileQueue:
             pass
         return self.flushed_where
 
+    def mark_flushed(self) -> None:
+        """Every written byte is on disk: the whole file system was synced since the
+        last write (``sync_file_system``), so no file needs an ``msync`` of its own."""
+        with self._lock:
+            files = self.mapped_files
+            for mf in files:
+                mf.flushed_position = mf.wrote_position
+            if files:
+                last = files[-1]
+                self.flushed_where = last.file_from_offset + last.wrote_position
+                if last.store_timestamp:
+                    self.store_timestamp = last.store_timestamp
+
     # -- retention -------------------------------------------------------------------------
 
     def delete_first_files(self, expired: Callable[[MappedFile], bool], max_count: int = 1 << 30,
