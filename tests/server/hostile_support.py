@@ -131,20 +131,3 @@ def remoting_probe(broker: tuple[str, int], topic: str = "ProbeTopic4") -> float
     assert head["code"] == 0 and body in records, head
     return time.monotonic() - t0
 
-
-def closed_within(sock: socket.socket, seconds: float) -> float | None:
-    """Seconds until the server closed ``sock`` (what it sends before is read and dropped),
-    or None when it stayed open ``seconds``."""
-    t0 = time.monotonic()
-    while True:
-        left = seconds - (time.monotonic() - t0)
-        if left <= 0:
-            return None
-        sock.settimeout(left)
-        try:
-            if not sock.recv(65536):
-                return time.monotonic() - t0
-        except socket.timeout:
-            return None
-        except OSError:
-            return time.monotonic() - t0

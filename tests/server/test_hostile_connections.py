@@ -10,7 +10,6 @@ import re
 import selectors
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import threading
@@ -19,7 +18,7 @@ import urllib.request
 
 import pytest
 
-from .hostile_support import BothServer, closed_within, frame, grpc_probe, read_frame, remoting_probe
+from .hostile_support import BothServer, frame, grpc_probe, read_frame, remoting_probe
 
 IDLE_S, FRAME_S = 2.0, 1.0
 # the client's side of the HTTP/2 connection preface, then an empty SETTINGS frame

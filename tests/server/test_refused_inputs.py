@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 
 import grpc
@@ -173,7 +174,6 @@ def test_names_with_a_trailing_newline_are_refused_everywhere(tmp_path):
         assert grpc_probe(srv.endpoint) < 1.0 and remoting_probe(broker) < 1.0
     finally:
         assert srv.stop() == 0
-    import re
     rule = re.compile(r"[%|a-zA-Z0-9_-]+")
     with open(os.path.join(srv.store, "config", "topics.json")) as f:
         topics = set(json.load(f)["topicConfigTable"])
