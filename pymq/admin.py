@@ -125,7 +125,7 @@ def message_dict(m, body: str = "repr") -> dict:
     return out
 
 
-_TIME = re.compile(r"^(\d{4})-(\d{2})-(\d{2})[#T ](\d{2}):(\d{2}):(\d{2})(?:[:.,](\d{1,3}))?$")
+_TIME = re.compile(r"(\d{4})-(\d{2})-(\d{2})[#T ](\d{2}):(\d{2}):(\d{2})(?:[:.,](\d{1,3}))?")
 
 
 def parse_time(text: str) -> int:
@@ -134,7 +134,7 @@ def parse_time(text: str) -> int:
     text = text.strip()
     if text.lstrip("-").isdigit():
         return int(text)
-    m = _TIME.match(text)
+    m = _TIME.fullmatch(text)
     if not m:
         raise ValueError(f"not a time: {text!r} (ms since the epoch, or yyyy-MM-dd#HH:mm:ss:SSS)")
     y, mo, d, h, mi, s, ms = m.groups()

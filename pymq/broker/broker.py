@@ -62,6 +62,10 @@ class Broker(MessageStore):
             self.client_manager = ClientManager()
             #: queue locks of 4.x orderly consumers
             self.rebalance_lock_manager = RebalanceLockManager()
+            #: what the process serving this broker warns about (``pymq serve``: a public bind
+            #: without access keys, plaintext listeners), ``{"kind", "message"}`` each; shown in
+            #: ``stats()["server"]["warnings"]`` and the metrics
+            self.server_warnings: list[dict] = []
         except BaseException:
             super().shutdown()
             raise
@@ -95,7 +99,9 @@ class Broker(MessageStore):
 
     def stats(self) -> dict:
         """The store's :meth:`~pymq.MessageStore.stats` plus ``pop``: per consumer group
-        and topic, messages in flight (received, not acked), waiting (FIFO) and unread."""
+        and topic, messages in flight (received, not acked), waiting (FIFO) and unread;
+        ``transactions``, ``services`` and ``server`` (``{"warnings": [...]}``, the serving
+        process's, see :attr:`server_warnings`)."""
         return broker_stats(self, super().stats())
 
     # -- consumer groups ---------------------------------------------------------------------

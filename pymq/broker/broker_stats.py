@@ -1,7 +1,7 @@
 """What a :class:`pymq.Broker` adds to ``stats()``: pop in-flight counts per consumer group
 and topic (RocketMQ 5's ``rocketmq_consumer_inflight_messages``), half messages not
-resolved yet (``rocketmq_half_messages``) and the broker's
-background services."""
+resolved yet (``rocketmq_half_messages``), the broker's background services, and the
+warnings of the process serving it (``server``)."""
 
 from __future__ import annotations
 
@@ -39,4 +39,5 @@ def broker_stats(broker, stats: dict) -> dict:
     stats["pop"] = pop_stats(broker.pop_service, broker)
     stats["transactions"] = {"half_pending": broker.transaction_service.pending()}
     stats["services"] = services(broker, broker.pop_service, broker.transaction_service)
+    stats["server"] = {"warnings": [dict(w) for w in broker.server_warnings]}
     return stats

@@ -129,11 +129,13 @@ class TopicConfigManager(DataVersionTable):
     def create_topic_in_send_message_method(self, topic: str, queue_nums: Optional[int] = None,
                                             perm: int = PERM_READ | PERM_WRITE) -> Optional[TopicConfig]:
         """The topic's config, created with ``queue_nums`` (the broker's default) when it
-        is new and may be created (``why_not_created``); None when it may not."""
+        is new and may be created (``why_not_created``); None when it may not, or when
+        ``topic`` is not a valid name (a protocol adapter checks names first; this is the
+        last guard before ``config/topics.json``)."""
         tc = self.get(topic)
         if tc is not None:
             return tc
-        if self.why_not_created(topic):
+        if validate_topic(topic, "utf8") is not None or self.why_not_created(topic):
             return None
         n = queue_nums or self.broker_config.default_topic_queue_nums
         return self.put_if_absent(TopicConfig(topic, n, n, perm))

@@ -105,6 +105,14 @@ class StoreCollector:
             yield _gauge("rocketmq_producer_connections", "Producer clients connected", producers)
             yield _gauge("rocketmq_consumer_connections", "Consumer clients connected",
                          sum(counts.values()) - producers)
+        warnings = st.get("server", {}).get("warnings")
+        if warnings is not None:
+            warned = GaugeMetricFamily("pymq_server_warning", "1 for each warning of the serving process "
+                                       "(open-access: a bind beyond loopback without access keys; plaintext; "
+                                       "public-metrics), as printed at start", labels=["kind"])
+            for w in warnings:
+                warned.add_metric([w["kind"]], 1)
+            yield warned
 
     @staticmethod
     def _storage(st: dict):

@@ -9,6 +9,11 @@ accepting calls, lets in-flight ones finish, then shuts the broker down (store f
 checkpoint written) and exits 0. Credentials may come from ``--access-key``/``--secret-key``
 or the environment (``PYMQ_ACCESS_KEY``/``PYMQ_SECRET_KEY``), which keeps the secret out of
 the process list. The loop is uvloop's when uvloop is installed.
+
+Bound beyond loopback, it warns (stderr, ``stats()["server"]["warnings"]``, the metrics)
+about what that exposes: no access keys, plaintext listeners, a public metrics page
+(:mod:`.exposure`). Idle connections are closed after ``--idle-timeout`` (120 s), frames
+and HTTP/2 prefaces that stall after ``--frame-timeout`` (10 s).
 """
 
 from __future__ import annotations
@@ -76,10 +81,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="push consumers' messages are hidden this long, renewed while held (default 60000)")
     parser.add_argument("--grace", type=float, default=10.0, metavar="S",
                         help="on SIGTERM, how long in-flight calls may finish (default 10)")
+    # -- hostile and dead peers (docs/server.md, docs/remoting.md) --
+    parser.add_argument("--idle-timeout", type=float, default=120.0, metavar="S",
+                        help="close a connection idle this long: remoting, no read or write; gRPC, no call "
+                             "(default 120, RocketMQ's serverChannelMaxIdleTimeSeconds; 0: never)")
+    parser.add_argument("--frame-timeout", type=float, default=10.0, metavar="S",
+                        help="a remoting frame begun must be complete, and a new gRPC connection must have "
+                             "spoken HTTP/2, within S seconds (default 10; 0: no limit)")
     # -- metrics (docs/operations.md) --
     parser.add_argument("--metrics-port", type=int, default=None, metavar="P",
-                        help="serve Prometheus metrics at http://HOST:P/metrics (same host as the server; 0 picks "
-                             "a port; default: no metrics)")
+                        help="serve Prometheus metrics at http://METRICS_HOST:P/metrics (0 picks a port; "
+                             "default: no metrics)")
+    parser.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
+                        help="address of the metrics page, which has no authentication (default 127.0.0.1)")
 
 
 async def _serve(broker, grpc_server, remoting_server, sockets: dict, interval: float) -> None:
@@ -134,16 +148,21 @@ def run(args: argparse.Namespace) -> int:
     from pymq.errors import PymqError
 
     from .addresses import route_host
+    from .exposure import bind_warnings
     from .grpc.server_config import ServerConfig
     from .remoting import RemotingConfig, RemotingServer, bind_listeners
 
     logging.basicConfig(level=os.environ.get("PYMQ_LOG_LEVEL", "WARNING"),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.idle_timeout < 0 or args.frame_timeout < 0:
+        raise PymqError("serve: --idle-timeout and --frame-timeout must be >= 0")
     try:
         cfg = ServerConfig(host=args.host, port=args.port or 0, advertised_host=args.advertised_host,
                            access_key=args.access_key or None, secret_key=args.secret_key or None,
                            tls_cert=args.tls_cert, tls_key=args.tls_key, grace_s=args.grace,
-                           auto_renew_invisible_ms=args.renew_slice)
+                           auto_renew_invisible_ms=args.renew_slice,
+                           idle_timeout_ms=round(args.idle_timeout * 1000),
+                           handshake_timeout_ms=round(args.frame_timeout * 1000))
     except PymqError as e:
         raise PymqError(f"serve: {e}") from None
     store_config = config_for_store(args.store) if os.path.isdir(args.store) else StoreConfig()
@@ -161,7 +180,8 @@ def run(args: argparse.Namespace) -> int:
         raise PymqError("serve: every listener is off (--port, --namesrv-port, --broker-port)")
     remoting_cfg = RemotingConfig(host=args.host, namesrv_port=args.namesrv_port, broker_port=args.broker_port,
                                   advertised_host=args.advertised_host, access_key=args.access_key or None,
-                                  secret_key=args.secret_key or None)
+                                  secret_key=args.secret_key or None, idle_timeout_s=args.idle_timeout,
+                                  frame_timeout_s=args.frame_timeout)
     remoting = args.namesrv_port is not None or args.broker_port is not None
     try:
         sockets = bind_listeners(remoting_cfg) if remoting else {}
@@ -170,7 +190,14 @@ def run(args: argparse.Namespace) -> int:
     if "broker" in sockets:
         # records carry the broker's address as their store host, as a RocketMQ broker's do
         store_config.store_host = f"{route_host(args.host, args.advertised_host)}:{sockets['broker'].getsockname()[1]}"
+    metrics_host = getattr(args, "metrics_host", "127.0.0.1")
+    warnings = bind_warnings(args.host, access_key=args.access_key, grpc_port=args.port, grpc_tls=bool(args.tls_cert),
+                             remoting_ports={k: s.getsockname()[1] for k, s in sockets.items()},
+                             metrics_host=metrics_host if getattr(args, "metrics_port", None) is not None else None)
+    for w in warnings:
+        print(f"pymq serve: WARNING: {w['message']}", file=sys.stderr, flush=True)
     broker = Broker(args.store, store_config, broker_config)
+    broker.server_warnings.extend(warnings)
     loop = _new_loop()
     metrics = None
     try:
@@ -183,8 +210,8 @@ def run(args: argparse.Namespace) -> int:
         # -- metrics: Prometheus text from store.stats() and the gRPC latencies (docs/operations.md) --
         if getattr(args, "metrics_port", None) is not None:
             from .metrics import start_metrics_server
-            metrics = start_metrics_server(broker, args.host, args.metrics_port, [grpc_server, remoting_server])
-            print(f"pymq serve: metrics on http://{args.host}:{metrics.port}/metrics", flush=True)
+            metrics = start_metrics_server(broker, metrics_host, args.metrics_port, [grpc_server, remoting_server])
+            print(f"pymq serve: metrics on http://{metrics_host}:{metrics.port}/metrics", flush=True)
         # -- end metrics --
         loop.run_until_complete(_serve(broker, grpc_server, remoting_server, sockets, args.status_interval))
     finally:

@@ -208,3 +208,68 @@ def test_subscription_group_manager_creates_only_legal_groups(tmp_path):
         assert not {"bad group!", "g@x", "%RETRY%foo", "%DLQ%foo"} & set(sgm.groups())
         with pytest.raises(pymq.broker.retry.SendBackError):
             broker.send_message_back("bad group!", 0)
+
+
+@pytest.mark.parametrize("host, loopback", [
+    ("127.0.0.1", True), ("127.1.2.3", True), ("::1", True), ("[::1]", True), ("localhost", True),
+    ("0.0.0.0", False), ("::", False), ("10.1.2.3", False), ("192.0.2.1", False),
+])
+def test_is_loopback(host, loopback):
+    from pymq.server.exposure import is_loopback
+    assert is_loopback(host) is loopback
+
+
+def test_bind_warnings_say_what_a_bind_exposes():
+    from pymq.server.exposure import bind_warnings
+
+    def kinds(host, **kw):
+        args = dict(access_key=None, grpc_port=8081, grpc_tls=False, remoting_ports={"broker": 10911},
+                    metrics_host=None)
+        args.update(kw)
+        return [w["kind"] for w in bind_warnings(host, **args)]
+    assert kinds("127.0.0.1") == []
+    assert kinds("127.0.0.1", metrics_host="0.0.0.0") == ["public-metrics"]
+    assert kinds("0.0.0.0") == ["open-access", "plaintext"]
+    assert kinds("0.0.0.0", access_key="ak") == ["plaintext"]
+    assert kinds("0.0.0.0", access_key="ak", grpc_tls=True, remoting_ports={}) == []
+    assert kinds("0.0.0.0", access_key="ak", grpc_port=None, remoting_ports={"namesrv": 9876}) == ["plaintext"]
+    msg = bind_warnings("0.0.0.0", access_key=None, grpc_port=None, grpc_tls=False, remoting_ports={},
+                        metrics_host=None)[0]["message"]
+    assert "without access keys" in msg and "0.0.0.0" in msg
+
+
+def test_broker_stats_carry_the_server_warnings(tmp_path):
+    import pymq
+    with pymq.Broker(tmp_path / "s", pymq.StoreConfig(commitlog_file_size=1 << 20,
+                                                      warm_mapped_file_enable=False)) as b:
+        assert b.stats()["server"] == {"warnings": []}
+        b.server_warnings.append({"kind": "open-access", "message": "m"})
+        assert b.stats()["server"]["warnings"] == [{"kind": "open-access", "message": "m"}]
+
+
+def test_connection_deadlines():
+    """Which connections a sweep drops: idle ones, and those whose frame began too long ago
+    (unless their reading is paused for a backlog); a draining backlog counts as activity."""
+    from types import SimpleNamespace
+
+    from pymq.server.remoting.deadlines import overdue, sweep_interval
+
+    class Transport:
+        def __init__(self, backlog=0):
+            self.backlog = backlog
+
+        def get_write_buffer_size(self):
+            return self.backlog
+
+    def conn(last, frame=None, paused=False, backlog=0):
+        return SimpleNamespace(transport=Transport(backlog), last_active=last, frame_started=frame,
+                               reading_paused=paused, write_backlog=0)
+    assert overdue(conn(last=100.0), 219.0, 120, 10) is None
+    assert overdue(conn(last=100.0), 221.0, 120, 10) == "idle"
+    assert overdue(conn(last=100.0), 221.0, 0, 10) is None                  # idle timeout off
+    assert overdue(conn(last=215.0, frame=209.0), 220.0, 120, 10) == "slow frame"
+    assert overdue(conn(last=215.0, frame=209.0, paused=True), 220.0, 120, 10) is None
+    assert overdue(conn(last=215.0, frame=209.0), 220.0, 120, 0) is None    # frame limit off
+    draining = conn(last=100.0, backlog=1000)
+    assert overdue(draining, 221.0, 120, 10) is None and draining.last_active == 221.0
+    assert sweep_interval(120, 10) == 1.0 and sweep_interval(2, 1) == 0.25 and sweep_interval(0, 0) == 0

@@ -34,6 +34,11 @@ SYSTEM_PROPERTIES = frozenset({
     "DLQ_ORIGIN_TOPIC", "DLQ_ORIGIN_MESSAGE_ID", "__RECALL_HANDLE",
 })
 
+# the proxy's limits on what a message carries besides its body (ProxyConfig
+# userPropertyMaxNum, maxUserPropertySize)
+MAX_USER_PROPERTIES = 128
+MAX_USER_PROPERTY_BYTES = 16 * 1024
+
 # a delivery timestamp whose seconds exceed this is taken as milliseconds: the official
 # Python client (5.1.x) writes its millisecond delivery_timestamp into the seconds field
 _MS_IN_SECONDS_FIELD = 100_000_000_000
@@ -47,6 +52,10 @@ _DELAY = pb.MessageType.DELAY
 @functools.lru_cache(maxsize=4096)
 def _write_topic(name: str) -> str:
     return names.check_topic(name, for_write=True)
+
+
+def _utf8_len(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
 def now_ms() -> int:
@@ -89,22 +98,35 @@ def to_store_message(m: pb.Message, *, max_body_size: int, max_delay_ms: int, bo
     if not msg_id or len(msg_id) > 128 or not msg_id.encode().isalnum():     # ASCII letters and digits
         raise RequestError(Code.ILLEGAL_MESSAGE_ID, f"message id {msg_id!r} is illegal")
     props: dict[str, str] = {}
+    size = 0                    # the proxy's userPropertySize: user properties, tag and keys, UTF-8
     user = m.user_properties
     if user:
-        size = 0
+        if len(user) > MAX_USER_PROPERTIES:
+            raise RequestError(Code.MESSAGE_PROPERTIES_TOO_LARGE,
+                               f"{len(user)} user properties, more than the limit of {MAX_USER_PROPERTIES}")
         for k, v in user.items():
             if k in SYSTEM_PROPERTIES:
                 raise RequestError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"property {k!r} is reserved by the system")
             names.check_property(k, v)
             props[k] = v
-            size += len(k) + len(v)
-        if size > 16 * 1024:
-            raise RequestError(Code.MESSAGE_PROPERTIES_TOO_LARGE, "user properties exceed 16 KiB")
+            size += _utf8_len(k) + _utf8_len(v)
     props["UNIQ_KEY"] = msg_id
     tag = sp.tag
-    tag = names.check_tag(tag) if tag else None
+    if tag:
+        tag = names.check_tag(tag)
+        size += _utf8_len(tag)
+    else:
+        tag = None
     keys = sp.keys
-    keys = [names.check_key(k) for k in keys] if keys else None
+    if keys:
+        keys = [names.check_key(k) for k in keys]
+        size += sum(_utf8_len(k) for k in keys)
+    else:
+        keys = None
+    if size > MAX_USER_PROPERTY_BYTES:
+        raise RequestError(Code.MESSAGE_PROPERTIES_TOO_LARGE,
+                           f"user properties, tag and keys hold {size} bytes, more than the limit of "
+                           f"{MAX_USER_PROPERTY_BYTES}")
     group = names.check_message_group(sp.message_group) if sp.HasField("message_group") else None
     deliver = delivery_time_ms(sp)
     mtype = sp.message_type

@@ -1,12 +1,17 @@
 """Checks of the names clients send: topics, groups, tags, keys, message groups.
 
-RocketMQ 5's proxy (``GrpcValidator``) rejects a bad name before touching the broker, with a
-code of its own per kind of name; these checks give the same codes.
+RocketMQ 5's proxy (``GrpcValidator``, ``SendMessageActivity``) rejects a bad name before
+touching the broker, with a code of its own per kind of name; these checks give the same
+codes. Topic and group names must match RocketMQ's character rule as a whole; tags, keys,
+message groups and user properties may hold no control character (Java's ``isISOControl``:
+U+0000..U+001F, U+007F..U+009F), which also keeps the store's property separators
+(``\x01``, ``\x02``) out of a record.
 """
 
 from __future__ import annotations
 
-from pymq.broker.validators import group_problem, is_system_group, is_system_topic, topic_problem
+from pymq.broker.validators import (group_problem, has_control_character, is_system_group, is_system_topic,
+                                    topic_problem)
 
 from .status import Code, RequestError
 
@@ -36,30 +41,32 @@ def check_group(name: str) -> str:
 
 
 def check_tag(tag: str) -> str:
-    """A tag may not be blank or contain ``|`` (it is the expression separator)."""
-    if tag and (not tag.strip() or "|" in tag or any(c in tag for c in "\x00\r\n")):
+    """A tag may not be blank, contain ``|`` (the expression separator) or a control
+    character."""
+    if tag and (not tag.strip() or "|" in tag or has_control_character(tag)):
         raise RequestError(Code.ILLEGAL_MESSAGE_TAG, f"tag {tag!r} is illegal")
     return tag
 
 
 def check_key(key: str) -> str:
-    """A key may not be blank or contain a space (keys are stored space-separated)."""
-    if not key.strip() or " " in key or "\x00" in key:
+    """A key may not be blank, contain a space (keys are stored space-separated) or a
+    control character."""
+    if not key.strip() or " " in key or has_control_character(key):
         raise RequestError(Code.ILLEGAL_MESSAGE_KEY, f"key {key!r} is illegal")
     return key
 
 
 def check_message_group(group: str) -> str:
-    """A message group is non-blank, at most 64 characters."""
-    if not group.strip() or len(group) > MESSAGE_GROUP_MAX_LENGTH or "\x00" in group:
+    """A message group is non-blank, at most 64 characters, free of control characters."""
+    if not group.strip() or len(group) > MESSAGE_GROUP_MAX_LENGTH or has_control_character(group):
         raise RequestError(Code.ILLEGAL_MESSAGE_GROUP, f"message group {group!r} is illegal")
     return group
 
 
 def check_property(key: str, value: str) -> None:
-    """User property keys and values may not hold the characters that separate them in a
-    stored record (``\\x01``, ``\\x02``)."""
-    if not key or len(key) > PROPERTY_KEY_MAX_LENGTH or any(c in key for c in "\x00\x01\x02"):
+    """User property keys (at most 1024 characters) and values may not hold control
+    characters."""
+    if not key or len(key) > PROPERTY_KEY_MAX_LENGTH or has_control_character(key):
         raise RequestError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"property key {key!r} is illegal")
-    if any(c in value for c in "\x00\x01\x02"):
+    if has_control_character(value):
         raise RequestError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"value of property {key!r} is illegal")

@@ -101,7 +101,7 @@ class SendActivity:
         server = self.server
         broker = server.broker
         if not req.messages:
-            raise RequestError(Code.BAD_REQUEST, "no message to send")
+            raise RequestError(Code.MESSAGE_CORRUPTED, "no message to send")        # as the proxy answers
         cfg = server.config
         max_delay_ms = broker.config.timer_max_delay_sec * 1000
         born_host = ctx.peer_host
@@ -115,7 +115,7 @@ class SendActivity:
             converted.append((msg, tx))
         topic = converted[0][0].topic
         if any(msg.topic != topic for msg, _ in converted):
-            raise RequestError(Code.BAD_REQUEST, "a batch holds messages of one topic only")
+            raise RequestError(Code.MESSAGE_CORRUPTED, "a batch holds messages of one topic only")
         view = await server.call(topic_for_send, broker, topic)
         n = view.write_queue_nums
         if n < 1:

@@ -38,6 +38,8 @@ from .transactions import TransactionActivity
 log = logging.getLogger("pymq.server")
 
 HOUSEKEEPING_S = 5.0
+STOP_POLL_S = 0.05      # stop: how often the in-flight count is looked at
+STOP_DRAIN_S = 0.25     # stop: once no call is in flight, how long the last responses get to leave
 
 
 @dataclasses.dataclass
@@ -123,6 +125,14 @@ class GrpcServer:
             ("grpc.keepalive_permit_without_calls", 1),
             ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
         ]
+        # hostile or dead peers: a socket that never completes the HTTP/2 preface is closed
+        # after the preface deadline, a connection with no call for the idle timeout gets
+        # GOAWAY (clients redial when they next call; the official clients keep a Telemetry
+        # stream open, so theirs stay)
+        if cfg.preface_deadline_ms:
+            options.append(("grpc.server_handshake_timeout_ms", cfg.preface_deadline_ms))
+        if cfg.idle_timeout_ms:
+            options.append(("grpc.max_connection_idle_ms", cfg.idle_timeout_ms))
         server = grpc.aio.server(options=options, maximum_concurrent_rpcs=None)
         svc_grpc.add_MessagingServiceServicer_to_server(MessagingService(self), server)
         address = f"[{cfg.host}]:{cfg.port}" if ":" in cfg.host else f"{cfg.host}:{cfg.port}"
@@ -158,7 +168,12 @@ class GrpcServer:
 
     async def stop(self, grace: Optional[float] = None) -> None:
         """Stop accepting calls, let in-flight ones finish (``grace`` seconds at most), end
-        the Telemetry streams."""
+        the Telemetry streams.
+
+        grpcio's own graceful stop also waits, for the whole grace, on connections that
+        hold no call (idle clients, sockets that never spoke HTTP/2). So the in-flight calls
+        are counted here: once none is left (and a moment for the last responses to be
+        written), what remains is cancelled and every connection closed."""
         if self._server is None or self.stopping:
             return
         self.stopping = True
@@ -168,7 +183,17 @@ class GrpcServer:
         for info in self.clients.clients():
             if isinstance(info.channel, TelemetryChannel):
                 info.channel.close()
-        await self._server.stop(self.config.grace_s if grace is None else grace)
+        grace = self.config.grace_s if grace is None else grace
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace
+        graceful = asyncio.ensure_future(self._server.stop(grace))
+        while not graceful.done() and self.stats.in_flight > 0 and loop.time() < deadline:
+            await asyncio.wait((graceful,), timeout=STOP_POLL_S)
+        if not graceful.done():
+            await asyncio.wait((graceful,), timeout=max(0.0, min(STOP_DRAIN_S, deadline - loop.time())))
+        if not graceful.done():
+            await self._server.stop(0)      # no call left: close idle and silent connections now
+        await graceful
         self.executor.shutdown(wait=True, cancel_futures=True)
 
     async def wait_for_termination(self) -> None:

@@ -43,6 +43,11 @@ class ServerConfig:
     producer_backoff_max_ms: int = 1_000
     producer_backoff_multiplier: float = 2.0
     grace_s: float = 10.0                        # SIGTERM: how long in-flight calls may finish
+    idle_timeout_ms: int = 120_000               # grpcClientIdleTimeMills: a connection with no call this
+                                                 # long is closed (GOAWAY); 0: never
+    handshake_timeout_ms: int = 10_000           # a connection must complete its TLS handshake and HTTP/2
+                                                 # preface + SETTINGS within this (the lesser of it and the
+                                                 # idle timeout); 0: gRPC's default (120 s)
     max_workers: int = 64                        # threads for broker calls that wait for the disk (SYNC_FLUSH)
 
     def __post_init__(self) -> None:
@@ -56,8 +61,18 @@ class ServerConfig:
             raise PymqError("access_key and secret_key go together")
         if bool(self.tls_cert) != bool(self.tls_key):
             raise PymqError("tls_cert and tls_key go together")
+        if self.idle_timeout_ms < 0 or self.handshake_timeout_ms < 0:
+            raise PymqError("idle_timeout_ms and handshake_timeout_ms must be >= 0")
         if self.min_long_polling_ms > self.max_long_polling_ms:
             raise PymqError("min_long_polling_ms must not exceed max_long_polling_ms")
+
+    @property
+    def preface_deadline_ms(self) -> int:
+        """How long a new connection may take to speak HTTP/2 (``grpc.server_handshake_timeout_ms``):
+        the handshake timeout, cut to the idle timeout (a connection silent from its start is
+        idle); 0 leaves gRPC's default."""
+        limits = [x for x in (self.handshake_timeout_ms, self.idle_timeout_ms) if x > 0]
+        return min(limits) if limits else 0
 
     @property
     def route_host(self) -> str:

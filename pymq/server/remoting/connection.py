@@ -11,6 +11,10 @@ whose header cannot be decoded, closes this connection (the stream cannot be res
 an unknown request code is answered ``REQUEST_CODE_NOT_SUPPORTED``; a handler that fails is
 answered ``SYSTEM_ERROR``. When a client stops reading and 4 MiB of responses wait to be
 written to it, its connection stops reading its requests until the backlog drains.
+
+A connection notes when it last read or wrote (``last_active``) and when the frame it is
+reading began (``frame_started``, None between frames); :mod:`.deadlines` closes it when
+either is too old (idle and slow peers).
 """
 
 from __future__ import annotations
@@ -46,6 +50,9 @@ class RemotingConnection(asyncio.Protocol):
         self._reading_paused = False
         self._close_callbacks: list = []
         self.heartbeat_seen = False      # a client registered on this connection
+        self.last_active = time.monotonic()      # the last read or write
+        self.frame_started: Optional[float] = None   # when the frame being read began; None: between frames
+        self.write_backlog = 0           # bytes waiting to be written at the last deadline sweep
 
     # -- transport events ----------------------------------------------------------------
 
@@ -91,9 +98,17 @@ class RemotingConnection(asyncio.Protocol):
     def resume_writing(self) -> None:
         if self._reading_paused and self.transport is not None and not self.closed:
             self._reading_paused = False
+            if self.frame_started is not None:      # the frame could not progress while paused
+                self.frame_started = time.monotonic()
             self.transport.resume_reading()
 
+    @property
+    def reading_paused(self) -> bool:
+        """True while requests are not read because responses wait to be written."""
+        return self._reading_paused
+
     def data_received(self, data: bytes) -> None:
+        now = self.last_active = time.monotonic()
         buf = self._buffer
         if buf:
             buf += data
@@ -128,6 +143,10 @@ class RemotingConnection(asyncio.Protocol):
             del buf[:pos]
         elif pos < n:
             buf += data[pos:]
+        if not buf:
+            self.frame_started = None
+        elif pos or self.frame_started is None:      # a new frame began in this read
+            self.frame_started = now
 
     def _refuse(self, why: str) -> None:
         self.server.note_error("garbage", f"closing {self.peer}: {why}")
@@ -199,6 +218,7 @@ class RemotingConnection(asyncio.Protocol):
         """Write a command (a response, or a request the server sends); False when closed."""
         if self.closed or self.transport is None or self.transport.is_closing():
             return False
+        self.last_active = time.monotonic()
         head = encode_head(cmd)
         body = cmd.body
         if isinstance(body, list):
@@ -227,6 +247,12 @@ class RemotingConnection(asyncio.Protocol):
         if self.transport is not None and not self.closed:
             self.closed = True
             self.transport.close()
+
+    def abort(self) -> None:
+        """Close at once, dropping what waits to be written (a peer that does not read)."""
+        if self.transport is not None and not self.closed:
+            self.closed = True
+            self.transport.abort()
 
     def __repr__(self) -> str:
         return f"RemotingConnection({self.peer})"

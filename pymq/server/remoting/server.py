@@ -29,6 +29,7 @@ from .admin import AdminProcessor
 from .auth import RemotingAuthenticator
 from .client_manage import ClientManageProcessor
 from .connection import RemotingConnection
+from .deadlines import ConnectionDeadlines
 from .namesrv import NameServerProcessor
 from .pull import PullMessageProcessor
 from .pull_hold import PullRequestHoldService
@@ -55,12 +56,17 @@ class RemotingConfig:
     max_workers: int = 16
     pull_hold_max_ms: int = 20_000         # clients give up on a parked pull after 30 s
     default_query_max_num: int = 32        # defaultQueryMaxNum
+    idle_timeout_s: float = 120.0          # serverChannelMaxIdleTimeSeconds: no read or write this long
+                                           # closes a connection; 0: never
+    frame_timeout_s: float = 10.0          # a frame begun must be complete within this; 0: no limit
 
     def __post_init__(self) -> None:
         for name in ("namesrv_port", "broker_port"):
             port = getattr(self, name)
             if port is not None and not 0 <= port <= 65535:
                 raise PymqError(f"{name} must be in 0..65535 or None, not {port}")
+        if self.idle_timeout_s < 0 or self.frame_timeout_s < 0:
+            raise PymqError("idle_timeout_s and frame_timeout_s must be >= 0")
         if bool(self.access_key) != bool(self.secret_key):
             raise PymqError("access_key and secret_key go together")
 
@@ -116,6 +122,7 @@ class RemotingServer:
         self.in_observer = None
         self.out_observer = None
         self.hold = PullRequestHoldService(self)
+        self.deadlines = ConnectionDeadlines(self, cfg.idle_timeout_s, cfg.frame_timeout_s)
         self.client_manage = ClientManageProcessor(self)
         self.pull = PullMessageProcessor(self)
         self.send = SendMessageProcessor(self)
@@ -179,6 +186,7 @@ class RemotingServer:
         self.clients.add_listener(self.client_manage.client_gone)
         self.broker.set_transaction_checker(self.clients.check_transaction)
         self._tasks.append(asyncio.ensure_future(self._housekeeping()))
+        self._tasks.append(asyncio.ensure_future(self.deadlines.run()))
         return dict(self.ports)
 
     async def _housekeeping(self) -> None:
@@ -206,8 +214,10 @@ class RemotingServer:
     def status_line(self) -> str:
         """One line: connections, calls, messages sent and pulled."""
         s = self.stats
+        d = self.deadlines
         return (f"remoting connections={len(self.connections)} calls={s.calls} sent={s.sent} "
-                f"pulled={s.pulled} pulled_bytes={s.pulled_bytes} parked={len(self.hold)} errors={s.errors}")
+                f"pulled={s.pulled} pulled_bytes={s.pulled_bytes} parked={len(self.hold)} errors={s.errors} "
+                f"closed_idle={d.closed_idle} closed_slow={d.closed_slow}")
 
 
 def bind_listeners(config: RemotingConfig) -> dict:
