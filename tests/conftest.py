@@ -84,10 +84,15 @@ def mounted_tmpfs(tmp_path, size: int):
     mnt.mkdir()
     if os.geteuid() != 0:
         pytest.skip("mounting a tmpfs needs root")
-    p = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)],
-                       capture_output=True, text=True)
+    yield from _mounted(mnt, ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)], "a tmpfs")
+
+
+def _mounted(mnt, argv: list, what: str):
+    """Run the mount command ``argv`` (the test is skipped, saying why, when it fails),
+    yield ``mnt``, unmount it afterwards."""
+    p = subprocess.run(argv, capture_output=True, text=True)
     if p.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {p.stderr.strip()}")
+        pytest.skip(f"cannot mount {what} here: {p.stderr.strip()}")
     try:
         yield mnt
     finally:
@@ -111,13 +116,7 @@ def mounted_ext4(tmp_path, size: int):
                        capture_output=True, text=True)
     if p.returncode != 0:
         pytest.skip(f"cannot make an ext4 image here: {p.stderr.strip()}")
-    p = subprocess.run(["mount", "-o", "loop", str(image), str(mnt)], capture_output=True, text=True)
-    if p.returncode != 0:
-        pytest.skip(f"cannot mount an ext4 image here: {p.stderr.strip()}")
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+    yield from _mounted(mnt, ["mount", "-o", "loop", str(image), str(mnt)], "an ext4 image")
 
 
 # -- a real Apache RocketMQ broker (tests/real_rocketmq.py) ----------------------------------

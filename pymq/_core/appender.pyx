@@ -676,12 +676,10 @@ cdef class CommitLogAppender:
             remaining = self.file_size - cur.wrote
             if need + END_FILE_MIN_BLANK_LENGTH <= remaining:
                 # a sparse segment: its blocks are reserved before the write (DiskFullError)
-                if cur.wrote + need + END_FILE_MIN_BLANK_LENGTH > cur.reserved:
-                    cur.reserve(cur.wrote + need + END_FILE_MIN_BLANK_LENGTH)
+                cur.reserve(cur.wrote + need + END_FILE_MIN_BLANK_LENGTH)
                 return cur
             if remaining >= END_FILE_MIN_BLANK_LENGTH:    # less: recovery fenced the end
-                if cur.wrote + END_FILE_MIN_BLANK_LENGTH > cur.reserved:
-                    cur.reserve(cur.wrote + END_FILE_MIN_BLANK_LENGTH)
+                cur.reserve(cur.wrote + END_FILE_MIN_BLANK_LENGTH)
                 write_blank(cur.base + cur.wrote, <int32_t>remaining)
                 cur.wrote = self.file_size
             nxt = self.roll(cur.file_from_offset + self.file_size)
@@ -691,8 +689,7 @@ cdef class CommitLogAppender:
         cur = self.cur
         if cur.wrote + need + END_FILE_MIN_BLANK_LENGTH > self.file_size:
             raise RuntimeError("the new segment has no room for the record")
-        if cur.wrote + need + END_FILE_MIN_BLANK_LENGTH > cur.reserved:
-            cur.reserve(cur.wrote + need + END_FILE_MIN_BLANK_LENGTH)
+        cur.reserve(cur.wrote + need + END_FILE_MIN_BLANK_LENGTH)
         return cur
 
     def put(self, Message msg not None):
