@@ -40,7 +40,6 @@ class DiskUsage:
     free: int
     promised: int = 0       # of the disk's free space, what the open files will still take
 
-
     @property
     def ratio(self) -> float:
         """Used share, 0..1 (RocketMQ's getDiskPartitionSpaceUsedPercent); 1.0 when the
