@@ -88,8 +88,8 @@ class Broker(MessageStore):
         if self._running:
             self.transaction_service.shutdown()
             self.pop_service.shutdown()
-        self.topic_config_manager.persist()
-        self.subscription_group_manager.persist()
+        self.topic_config_manager.close()
+        self.subscription_group_manager.close()
         super().shutdown()
 
     close = shutdown

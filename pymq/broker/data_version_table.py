@@ -7,17 +7,33 @@ atomically with a ``.bak`` by :class:`~pymq.store.config_manager.ConfigManager`)
      "dataVersion": {"timestamp": <ms of the last change>, "counter": <changes>}}
 
 A subclass names the table key and converts one entry to and from JSON; this class keeps
-the entries, bumps the data version on every change and writes the file at once.
+the entries and bumps the data version on every change. A change is written at once
+unless the file was written less than ``WRITE_INTERVAL_S`` ago; then one write, that long
+after the last, takes every change made meanwhile. So a flood of new topics (a client
+sending to new names) writes the file a few times a second, not once per topic (RocketMQ
+writes it per topic), and a single change is on disk when the call returns. A deferred
+write that fails is retried, and logged once per episode; ``close()`` writes what is
+pending.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
 import time
 from typing import Any, Optional
 
 from pymq.store.config_manager import ConfigManager
+from pymq.store.episode_log import EpisodeLog
 from pymq.store.fastjson import dumps_fastjson, loads_fastjson
+
+log = logging.getLogger("pymq")
+
+#: Writes of one table are at least this far apart; changes in between wait for the next.
+WRITE_INTERVAL_S = 0.2
+#: A deferred write that failed (a full disk) is tried again this much later.
+RETRY_S = 1.0
 
 
 class DataVersionTable(ConfigManager):
@@ -32,6 +48,10 @@ class DataVersionTable(ConfigManager):
         self.broker_config = broker_config
         self._table: dict[str, Any] = {}
         self._version = {"timestamp": int(time.time() * 1000), "counter": 0}
+        self._last_write = float("-inf")                 # monotonic time of the last write begun
+        self._write_timer: Optional[threading.Timer] = None
+        self._closed = False
+        self.write_errors = EpisodeLog(log, f"writing {self.file_name or 'a broker table'}")
 
     # -- what a subclass provides ----------------------------------------------------------
 
@@ -75,10 +95,52 @@ class DataVersionTable(ConfigManager):
     # -- entries -------------------------------------------------------------------------
 
     def _changed(self) -> None:
-        """Bump the data version and write the table (call without the lock)."""
+        """Bump the data version and write the table: now, or with the next write when
+        the last was less than ``WRITE_INTERVAL_S`` ago (call without the lock)."""
         with self._lock:
             self._version = {"timestamp": int(time.time() * 1000), "counter": self._version["counter"] + 1}
             self._mark_changed()
+            if self._write_timer is not None:
+                return                          # the write scheduled takes this change too
+            wait = self._last_write + WRITE_INTERVAL_S - time.monotonic()
+            if wait > 0 and not self._closed:
+                self._schedule(wait)
+                return
+            self._last_write = time.monotonic()
+        self.flush()
+
+    def _schedule(self, delay: float) -> None:
+        """With the lock held: one deferred write, ``delay`` seconds from now."""
+        t = threading.Timer(delay, self._deferred_write)
+        t.daemon = True
+        t.name = f"pymq-write-{self.file_name}"
+        self._write_timer = t
+        t.start()
+
+    def _deferred_write(self) -> None:
+        with self._lock:
+            if self._write_timer is None or self._closed:
+                return
+            self._write_timer = None
+            self._last_write = time.monotonic()
+        try:
+            self.flush()
+        except OSError as e:
+            self.write_errors.failed(e)
+            with self._lock:
+                if self._write_timer is None and not self._closed:
+                    self._schedule(RETRY_S)
+            return
+        self.write_errors.succeeded()
+
+    def close(self) -> None:
+        """Write what is pending now, and defer no more writes (every later change is
+        written at once). Errors propagate as from ``persist``."""
+        with self._lock:
+            self._closed = True
+            t, self._write_timer = self._write_timer, None
+        if t is not None:
+            t.cancel()
         self.persist()
 
     def get(self, name: str) -> Optional[Any]:
