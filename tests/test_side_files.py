@@ -199,6 +199,8 @@ def template(tmp_path_factory):
     for n in range(2):
         topics.put(TopicConfig(f"T{n}"))
         groups.put(SubscriptionGroupConfig(f"g{n}"))
+    topics.close()                  # a change within 200 ms of a write waits for the next
+    groups.close()
     for name in CHECKED:
         assert (path / CHECKED[name]).exists(), name
         if name in TABLES:
