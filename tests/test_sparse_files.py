@@ -39,6 +39,20 @@ def _fs_type(path) -> str:
     return kind
 
 
+def _read_queues(store, topic: str, queues: int) -> list:
+    """Every message of ``topic``'s first ``queues`` queues, pulled from offset 0."""
+    out = []
+    for q in range(queues):
+        off = 0
+        while True:
+            g = store.get_message("g", topic, q, off, 256)
+            if not g.messages:
+                break
+            out += g.messages
+            off = g.next_begin_offset
+    return out
+
+
 @pytest.fixture
 def disk(tmp_path):
     """Where a store's sparse files stay sparse: the test's directory, or a loop-mounted
@@ -141,15 +155,7 @@ def test_a_full_disk_at_commit_log_reservation_is_a_status_and_puts_resume(small
     finally:
         store.shutdown()
     with pymq.MessageStore(root, cfg) as store:
-        got = []
-        for q in range(4):
-            off = 0
-            while True:
-                g = store.get_message("g", "T", q, off, 64)
-                if not g.messages:
-                    break
-                got += [m.commitlog_offset for m in g.messages]
-                off = g.next_begin_offset
+        got = [m.commitlog_offset for m in _read_queues(store, "T", 4)]
     assert sorted(got) == sorted(r.commitlog_offset for r in acked)
 
 
@@ -335,15 +341,7 @@ def test_sigkill_while_sparse_files_grow_loses_nothing(disk):
     cfg = pymq.StoreConfig(**config)
     with pymq.MessageStore(path, cfg) as s:
         wait_dispatched(s)
-        found = {}
-        for q in range(3):
-            off = 0
-            while True:
-                g = s.get_message("g", "KillTest", q, off, 256)
-                if not g.messages:
-                    break
-                found.update((m.commitlog_offset, m) for m in g.messages)
-                off = g.next_begin_offset
+        found = {m.commitlog_offset: m for m in _read_queues(s, "KillTest", 3)}
         missing = set(acked) - set(found)
         assert not missing, sorted(missing)[:10]
         for off in acked[::997]:
