@@ -24,6 +24,9 @@ import os
 import signal
 import sys
 
+from .remoting.admission import (MAX_CONNECTION_BYTES, MAX_HEADER_BYTES, MAX_HEADER_FIELDS, MAX_INFLIGHT_BYTES,
+                                 MAX_UNAUTHENTICATED_BYTES)
+
 
 def _port(text: str):
     """A port number, or None for ``off``."""
@@ -88,6 +91,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--frame-timeout", type=float, default=10.0, metavar="S",
                         help="a remoting frame begun must be complete, and a new gRPC connection must have "
                              "spoken HTTP/2, within S seconds (default 10; 0: no limit)")
+    for flag, default, what in (
+            ("--max-inflight-bytes", MAX_INFLIGHT_BYTES, "remoting frames being read or served, all connections"),
+            ("--max-unauthenticated-bytes", MAX_UNAUTHENTICATED_BYTES,
+             "the same, connections that have not yet sent a signed request (with access keys)"),
+            ("--max-connection-bytes", MAX_CONNECTION_BYTES, "the same, one connection"),
+            ("--max-header-bytes", MAX_HEADER_BYTES, "a remoting frame's header; a larger one closes the connection")):
+        parser.add_argument(flag, type=int, default=default, metavar="BYTES", help=f"{what} (default {default:,})")
+    parser.add_argument("--max-header-fields", type=int, default=MAX_HEADER_FIELDS, metavar="N",
+                        help=f"ext fields of a remoting header; more close the connection (default {MAX_HEADER_FIELDS})")
     # -- metrics (docs/operations.md) --
     parser.add_argument("--metrics-port", type=int, default=None, metavar="P",
                         help="serve Prometheus metrics at http://METRICS_HOST:P/metrics (0 picks a port; "
@@ -181,7 +193,10 @@ def run(args: argparse.Namespace) -> int:
     remoting_cfg = RemotingConfig(host=args.host, namesrv_port=args.namesrv_port, broker_port=args.broker_port,
                                   advertised_host=args.advertised_host, access_key=args.access_key or None,
                                   secret_key=args.secret_key or None, idle_timeout_s=args.idle_timeout,
-                                  frame_timeout_s=args.frame_timeout)
+                                  frame_timeout_s=args.frame_timeout, max_inflight_bytes=args.max_inflight_bytes,
+                                  max_unauthenticated_bytes=args.max_unauthenticated_bytes,
+                                  max_connection_bytes=args.max_connection_bytes,
+                                  max_header_bytes=args.max_header_bytes, max_header_fields=args.max_header_fields)
     remoting = args.namesrv_port is not None or args.broker_port is not None
     try:
         sockets = bind_listeners(remoting_cfg) if remoting else {}

@@ -29,6 +29,12 @@ class RemotingAuthenticator:
     def __init__(self, credentials: dict[str, str]) -> None:
         self.credentials = dict(credentials)
 
+    def knows(self, cmd) -> bool:
+        """True when ``cmd``'s header names a known access key and carries a signature
+        (read before its body arrives; the signature itself covers the body)."""
+        ext = cmd.ext_fields
+        return bool(ext.get("Signature")) and ext.get("AccessKey") in self.credentials
+
     def check(self, cmd) -> None:
         """Raise :class:`RequestError` (``NO_PERMISSION``) unless ``cmd`` is signed with a
         known access key."""

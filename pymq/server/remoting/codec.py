@@ -187,9 +187,16 @@ def _decode_binary_header(data: bytes) -> RemotingCommand:
     return RemotingCommand(code, opaque, flag, remark, ext, b"", lang, version, ROCKETMQ)
 
 
-def decode_frame(frame: memoryview) -> RemotingCommand:
-    """A command from one frame without its length word (``frame`` = the ``total_len``
-    bytes after it). Raises :class:`FrameError` for anything malformed."""
+def header_length(frame) -> int:
+    """The header length a frame announces (the low 24 bits of its second word);
+    ``frame`` starts after the length word and holds at least 4 bytes."""
+    return _I32.unpack_from(frame, 0)[0] & 0xFFFFFF
+
+
+def decode_header(frame) -> RemotingCommand:
+    """The command of a frame's header, without its body: ``frame`` starts after the
+    length word and holds at least the header word and the header (the body may still be
+    on its way). Raises :class:`FrameError` for anything malformed."""
     n = len(frame)
     if n < 4:
         raise FrameError("frame shorter than its header length word")
@@ -200,12 +207,17 @@ def decode_frame(frame: memoryview) -> RemotingCommand:
         raise FrameError(f"header length {header_len} exceeds the frame ({n - 4} bytes)")
     header = bytes(frame[4:4 + header_len])
     if serialize_type == JSON:
-        cmd = _decode_json_header(header)
-    elif serialize_type == ROCKETMQ:
-        cmd = _decode_binary_header(header)
-    else:
-        raise FrameError(f"unknown serialize type {serialize_type}")
-    cmd.body = bytes(frame[4 + header_len:])
+        return _decode_json_header(header)
+    if serialize_type == ROCKETMQ:
+        return _decode_binary_header(header)
+    raise FrameError(f"unknown serialize type {serialize_type}")
+
+
+def decode_frame(frame: memoryview) -> RemotingCommand:
+    """A command from one frame without its length word (``frame`` = the ``total_len``
+    bytes after it). Raises :class:`FrameError` for anything malformed."""
+    cmd = decode_header(frame)
+    cmd.body = bytes(frame[4 + header_length(frame):])
     return cmd
 
 

@@ -25,8 +25,9 @@ import socket
 import time
 from typing import Optional
 
-from .codec import MAX_FRAME, FrameError, RemotingCommand, decode_frame, encode_head
+from .codec import RemotingCommand, encode_head
 from .codes import RequestCode, ResponseCode, code_name
+from .frame_reader import ADMITTED, CLOSED, REFUSED, WAITING, FrameReader
 from .headers import RequestError
 
 log = logging.getLogger("pymq.server.remoting")
@@ -35,7 +36,7 @@ _COPY_BELOW = 16 * 1024      # bodies smaller than this are joined to the header
 WRITE_BUFFER_HIGH = 4 << 20  # stop reading a client's requests while this much waits to be written
 
 
-class RemotingConnection(asyncio.Protocol):
+class RemotingConnection(asyncio.BufferedProtocol):
     """The server's end of one TCP connection; ``processor.handlers`` maps request codes
     to ``handler(connection, command)``."""
 
@@ -45,9 +46,16 @@ class RemotingConnection(asyncio.Protocol):
         self.transport: Optional[asyncio.Transport] = None
         self.peer = ""
         self.closed = False
-        self._buffer = bytearray()
+        cfg = server.config
+        self.reader = FrameReader(self, cfg.max_header_bytes, cfg.max_header_fields)
         self._tasks: set[asyncio.Task] = set()
-        self._reading_paused = False
+        self._reading_paused = False         # responses back up
+        self._transport_paused = False
+        self._waiting_pool = None            # the budget a frame waits on
+        self._frame_pool = None              # the budget the frame being read was admitted against
+        self.authenticated = server.authenticator is None    # a signed request was accepted here
+        self.held = 0                        # bytes of admitted frames and requests being served
+        self.budget_wanted = 0               # bytes of the frame waiting for admission
         self._close_callbacks: list = []
         self.heartbeat_seen = False      # a client registered on this connection
         self.last_active = time.monotonic()      # the last read or write
@@ -74,6 +82,12 @@ class RemotingConnection(asyncio.Protocol):
     def connection_lost(self, exc) -> None:
         self.closed = True
         self.server.connections.discard(self)
+        if self._waiting_pool is not None:
+            self._waiting_pool.forget(self)
+            self._waiting_pool = None
+        admitted = self.reader.release()
+        if admitted:
+            self.release_frame(admitted)
         for t in self._tasks:
             t.cancel()
         for fn in self._close_callbacks:
@@ -91,70 +105,114 @@ class RemotingConnection(asyncio.Protocol):
             self._close_callbacks.append(fn)
 
     def pause_writing(self) -> None:
-        if not self._reading_paused and self.transport is not None:
+        if not self._reading_paused:
             self._reading_paused = True
-            self.transport.pause_reading()
+            self._reading()
 
     def resume_writing(self) -> None:
-        if self._reading_paused and self.transport is not None and not self.closed:
+        if self._reading_paused and not self.closed:
             self._reading_paused = False
             if self.frame_started is not None:      # the frame could not progress while paused
                 self.frame_started = time.monotonic()
-            self.transport.resume_reading()
+            self._reading()
 
     @property
     def reading_paused(self) -> bool:
         """True while requests are not read because responses wait to be written."""
         return self._reading_paused
 
-    def data_received(self, data: bytes) -> None:
-        now = self.last_active = time.monotonic()
-        buf = self._buffer
-        if buf:
-            buf += data
-            data = buf
-        n = len(data)
-        pos = 0
-        view = memoryview(data)
-        try:
-            while n - pos >= 4:
-                total = int.from_bytes(data[pos:pos + 4], "big", signed=True)
-                if total < 4 or total > MAX_FRAME:
-                    self._refuse(f"frame length {total} outside 4..{MAX_FRAME}")
-                    return
-                if n - pos - 4 < total:
-                    break
-                try:
-                    cmd = decode_frame(view[pos + 4:pos + 4 + total])
-                except FrameError as e:
-                    self._refuse(str(e))
-                    return
-                pos += 4 + total
-                self._dispatch(cmd)
-                if self.closed:
-                    return
-        finally:
-            view.release()
-            if self.closed:
-                buf.clear()
-        if self.closed:
-            return
-        if data is buf:
-            del buf[:pos]
-        elif pos < n:
-            buf += data[pos:]
-        if not buf:
-            self.frame_started = None
-        elif pos or self.frame_started is None:      # a new frame began in this read
-            self.frame_started = now
+    # -- reading (:mod:`.frame_reader` sizes the buffers, :mod:`.admission` the frames) ------
 
-    def _refuse(self, why: str) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.reader.buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.last_active = time.monotonic()
+        self.reader.filled(nbytes)
+
+    def frame_begun(self, new: bool) -> None:
+        """Part of a frame waits in the buffer; ``new``: it began in this read."""
+        if new or self.frame_started is None:
+            self.frame_started = self.last_active
+
+    def frame_done(self) -> None:
+        """Nothing of a frame is buffered."""
+        self.frame_started = None
+
+    def refuse(self, why: str) -> None:
+        """Close over a frame that cannot be read (the stream cannot be resynchronised)."""
         self.server.note_error("garbage", f"closing {self.peer}: {why}")
         self.close()
 
+    @property
+    def pool(self):
+        """The budget this connection's frames are admitted against."""
+        return self.server.inflight if self.authenticated else self.server.unauthenticated
+
+    def admit_frame(self, cmd: RemotingCommand, size: int) -> int:
+        """A frame of ``size`` bytes, whose header is ``cmd``, has begun: may it be read?"""
+        auth = self.server.authenticator
+        if not self.authenticated and auth is not None and not auth.knows(cmd):
+            self.server.stats.refused_frames += 1
+            if not cmd.is_response:
+                self.reply(cmd, cmd.response(ResponseCode.NO_PERMISSION,
+                                             "this broker requires requests signed with a known access key"))
+            return REFUSED
+        pool = self.pool
+        limit = self.server.config.max_connection_bytes
+        if size > pool.limit or size > limit:
+            self.refuse(f"a frame of {size} bytes is over the {pool.name} budget "
+                        f"({pool.limit} bytes, {limit} per connection)")
+            return CLOSED
+        self.budget_wanted = size
+        if pool.fits(size) and self.held + size <= limit:
+            self.budget_granted(resume=False)
+            return ADMITTED
+        pool.wait(self)
+        self._waiting_pool = pool
+        self._reading()
+        return WAITING
+
+    def budget_fits(self, pool) -> bool:
+        """True when the frame this connection waits with fits ``pool`` and its own budget."""
+        return (pool.used + self.budget_wanted <= pool.limit
+                and self.held + self.budget_wanted <= self.server.config.max_connection_bytes)
+
+    def budget_granted(self, resume: bool = True) -> None:
+        """Take the bytes of the frame that waited and read on."""
+        size, self.budget_wanted = self.budget_wanted, 0
+        pool = self._frame_pool = self.pool
+        pool.take(size)
+        self.held += size
+        if resume:
+            self._waiting_pool = None
+            self.reader.granted(size)
+            self._reading()
+
+    def release_frame(self, size: int) -> None:
+        """The frame admitted for ``size`` bytes was read and served (or dropped)."""
+        self.held -= size
+        pool, self._frame_pool = self._frame_pool, None
+        if pool is not None:
+            pool.give(size)
+
+    def _reading(self) -> None:
+        """Pause or resume reading: paused while responses back up or a frame waits."""
+        transport = self.transport
+        if transport is None or self.closed:
+            return
+        paused = self._reading_paused or self._waiting_pool is not None
+        if paused != self._transport_paused:
+            self._transport_paused = paused
+            if paused:
+                transport.pause_reading()
+            else:
+                transport.resume_reading()
+
     # -- requests ------------------------------------------------------------------------
 
-    def _dispatch(self, cmd: RemotingCommand) -> None:
+    def dispatch(self, cmd: RemotingCommand, size: int) -> None:
+        """Serve a request (``size`` bytes of frame) or take a response."""
         if cmd.is_response:
             self.server.on_response(self, cmd)
             return
@@ -165,6 +223,7 @@ class RemotingConnection(asyncio.Protocol):
         try:
             if self.server.authenticator is not None:
                 self.server.authenticator.check(cmd)
+                self.authenticated = True
             if handler is None:
                 result = cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                                       f"request type {cmd.code} not supported")
@@ -179,9 +238,18 @@ class RemotingConnection(asyncio.Protocol):
         if isinstance(result, RemotingCommand):
             self.reply(cmd, result)
             return
+        # a request served later holds its bytes (a send waiting for the disk holds its body)
+        pool = self.pool
+        pool.take(size)
+        self.held += size
         task = asyncio.ensure_future(self._finish(cmd, result))
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(lambda t: self._served(t, pool, size))
+
+    def _served(self, task, pool, size: int) -> None:
+        self._tasks.discard(task)
+        self.held -= size
+        pool.give(size)
 
     async def _finish(self, cmd: RemotingCommand, awaitable) -> None:
         try:

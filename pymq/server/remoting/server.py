@@ -26,6 +26,8 @@ from pymq.errors import PymqError
 from ..addresses import route_host
 from ..error_log import RequestErrorLog
 from .admin import AdminProcessor
+from .admission import (MAX_CONNECTION_BYTES, MAX_HEADER_BYTES, MAX_HEADER_FIELDS, MAX_INFLIGHT_BYTES,
+                        MAX_UNAUTHENTICATED_BYTES, ByteBudget)
 from .auth import RemotingAuthenticator
 from .client_manage import ClientManageProcessor
 from .connection import RemotingConnection
@@ -59,6 +61,12 @@ class RemotingConfig:
     idle_timeout_s: float = 120.0          # serverChannelMaxIdleTimeSeconds: no read or write this long
                                            # closes a connection; 0: never
     frame_timeout_s: float = 10.0          # a frame begun must be complete within this; 0: no limit
+    # what peers may make the server hold (:mod:`.admission`)
+    max_inflight_bytes: int = MAX_INFLIGHT_BYTES                # frames being read or served, all connections
+    max_unauthenticated_bytes: int = MAX_UNAUTHENTICATED_BYTES  # the same, connections not yet signed in
+    max_connection_bytes: int = MAX_CONNECTION_BYTES            # the same, one connection
+    max_header_bytes: int = MAX_HEADER_BYTES                    # a frame's header
+    max_header_fields: int = MAX_HEADER_FIELDS                  # a header's ext fields
 
     def __post_init__(self) -> None:
         for name in ("namesrv_port", "broker_port"):
@@ -67,6 +75,10 @@ class RemotingConfig:
                 raise PymqError(f"{name} must be in 0..65535 or None, not {port}")
         if self.idle_timeout_s < 0 or self.frame_timeout_s < 0:
             raise PymqError("idle_timeout_s and frame_timeout_s must be >= 0")
+        for name in ("max_inflight_bytes", "max_unauthenticated_bytes", "max_connection_bytes",
+                     "max_header_bytes", "max_header_fields"):
+            if getattr(self, name) < 1:
+                raise PymqError(f"{name} must be >= 1")
         if bool(self.access_key) != bool(self.secret_key):
             raise PymqError("access_key and secret_key go together")
 
@@ -80,6 +92,7 @@ class RemotingStats:
     pulled: int = 0
     pulled_bytes: int = 0
     errors: int = 0
+    refused_frames: int = 0     # frames answered at their header (no known access key), bodies dropped
 
 
 class Processor:
@@ -105,6 +118,8 @@ class RemotingServer:
         self.executor = ThreadPoolExecutor(max_workers=cfg.max_workers, thread_name_prefix="pymq-remoting")
         self.stats = RemotingStats()
         self.connections: set[RemotingConnection] = set()
+        self.inflight = ByteBudget("in-flight", cfg.max_inflight_bytes)
+        self.unauthenticated = ByteBudget("unauthenticated", cfg.max_unauthenticated_bytes)
         self.stopping = False
         self.ports: dict[str, int] = {}
         self._inline = not broker.config.sync_flush
@@ -217,7 +232,8 @@ class RemotingServer:
         d = self.deadlines
         return (f"remoting connections={len(self.connections)} calls={s.calls} sent={s.sent} "
                 f"pulled={s.pulled} pulled_bytes={s.pulled_bytes} parked={len(self.hold)} errors={s.errors} "
-                f"closed_idle={d.closed_idle} closed_slow={d.closed_slow}")
+                f"closed_idle={d.closed_idle} closed_slow={d.closed_slow} refused_frames={s.refused_frames} "
+                f"inflight={self.inflight.used >> 20}/{self.inflight.limit >> 20}MiB")
 
 
 def bind_listeners(config: RemotingConfig) -> dict:

@@ -1,0 +1,159 @@
+"""Attacks on the remoting listeners of a ``pymq serve`` subprocess (issue 24), each with its
+bound asserted from outside: the server's memory from /proc, and a probe (a send and a
+pull of it, signed when the server has keys) that must keep answering within 1 s while the
+attack runs.
+
+- 500 connections each begin a 16 MiB frame and stall: with access keys the server holds
+  them under 256 MiB of RSS whether their header names no key, or a known key with a bad
+  signature; without keys, ``--max-inflight-bytes`` bounds them.
+- huge headers and headers with too many fields close their connection at once.
+- frames refused at their header are answered NO_PERMISSION and their bodies dropped.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import pytest
+
+from .attack_support import (AK, SK, memory_mib, signed, signed_remoting_probe, stalled_frames, wait_closed)
+from .hostile_support import BothServer, frame, read_frame, remoting_probe
+
+FRAME_S = 4.0
+STALLED = 500
+SEND_EXT = {"a": "PG", "b": "AttackTopic", "c": "TBW102", "d": 4, "e": 0, "f": 0, "g": 0, "h": 0, "i": ""}
+
+
+@pytest.fixture(scope="module")
+def keyed_server(tmp_path_factory):
+    s = BothServer(str(tmp_path_factory.mktemp("attacks") / "store"), "--access-key", AK, "--secret-key", SK,
+                   "--frame-timeout", str(FRAME_S), "--port", "off").start()
+    yield s
+    s.stop()
+
+
+def _probes_during(probe, seconds: float) -> tuple[threading.Thread, list]:
+    """Probes every 0.5 s for ``seconds`` in a thread; their seconds (or exceptions)."""
+    out: list = []
+
+    def run():
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            try:
+                out.append(probe())
+            except Exception as e:            # reported by the test
+                out.append(e)
+            time.sleep(0.5)
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t, out
+
+
+def _attack(srv, probe, ext: dict, count: int = STALLED) -> dict:
+    """``count`` stalled 16 MiB frames with header ``ext`` while probes run; the server's
+    memory before, at the worst, and how many connections it closed within the frame
+    deadline."""
+    pid = srv.proc.pid
+    probe()
+    base_rss, _ = memory_mib(pid)
+    prober, probes = _probes_during(probe, 3.0)
+    t0 = time.monotonic()
+    socks = stalled_frames(srv.address("broker"), count, ext)
+    sent_s = time.monotonic() - t0
+    time.sleep(0.5)
+    rss, hwm = memory_mib(pid)
+    prober.join(30)
+    closed = wait_closed(socks, FRAME_S + 3)
+    for s in socks:
+        s.close()
+    print(f"{count} stalled frames: RSS {base_rss:.0f} -> {rss:.0f} MiB (peak {hwm:.0f}), probes "
+          f"{[round(x, 3) if isinstance(x, float) else x for x in probes]}, closed {closed}")
+    return {"base": base_rss, "rss": rss, "hwm": hwm, "probes": probes, "closed": closed, "sent_s": sent_s}
+
+
+def _probes_ok(probes: list) -> bool:
+    return len(probes) >= 3 and all(isinstance(x, float) and x < 1.0 for x in probes)
+
+
+def test_stalled_frames_naming_no_known_key_hold_nothing(keyed_server):
+    """Refused at their header: answered NO_PERMISSION, bodies read and dropped, closed at
+    the frame deadline; the server's memory hardly moves."""
+    srv = keyed_server
+    r = _attack(srv, lambda: signed_remoting_probe(srv.address("broker")), dict(SEND_EXT, AccessKey="nobody",
+                                                                             Signature="x"))
+    assert r["hwm"] < 256 and r["rss"] - r["base"] < 64, r
+    assert _probes_ok(r["probes"]), r
+    assert r["closed"] == STALLED, r
+
+
+def test_stalled_frames_with_a_known_key_and_a_bad_signature_share_a_small_budget(keyed_server):
+    """A known access key but no valid signature yet: the frames wait on the 16 MiB budget of
+    connections not yet signed in; each holds at most one read's buffer meanwhile."""
+    srv = keyed_server
+    r = _attack(srv, lambda: signed_remoting_probe(srv.address("broker")), dict(SEND_EXT, AccessKey=AK,
+                                                                             Signature="forged"))
+    assert r["hwm"] < 256 and r["rss"] - r["base"] < 96, r
+    assert _probes_ok(r["probes"]), r
+    assert r["closed"] == STALLED, r
+
+
+def test_without_keys_the_inflight_budget_bounds_stalled_frames(tmp_path):
+    srv = BothServer(str(tmp_path / "store"), "--frame-timeout", str(FRAME_S), "--port", "off",
+                     "--max-inflight-bytes", str(48 << 20)).start()
+    try:
+        r = _attack(srv, lambda: remoting_probe(srv.address("broker")), SEND_EXT, count=300)
+    finally:
+        srv.stop()
+    # 48 MiB admitted (two frames), the others one read's buffer (64 KiB) each
+    assert r["rss"] - r["base"] < 48 + 300 * 64 / 1024 + 32, r
+    assert _probes_ok(r["probes"]), r
+    assert r["closed"] == 300, r
+
+
+def _closed_within(sock: socket.socket, seconds: float) -> bool:
+    sock.settimeout(seconds)
+    try:
+        while sock.recv(65536):
+            pass
+        return True
+    except socket.timeout:
+        return False
+    except OSError:
+        return True
+
+
+def test_huge_headers_and_too_many_fields_close_at_once(keyed_server):
+    srv = keyed_server
+    broker = srv.address("broker")
+    huge = frame(34, {"AccessKey": "nobody", "pad": "y" * (11 << 20)})      # an 11 MiB JSON header
+    fields = frame(34, signed({f"f{i}": "v" for i in range(200)}))
+    for raw in (huge, fields):
+        with socket.create_connection(broker, timeout=5) as s:
+            t0 = time.monotonic()
+            try:
+                s.sendall(raw)
+            except OSError:
+                pass                           # closed while we were still sending
+            assert _closed_within(s, 2.0)
+            assert time.monotonic() - t0 < 1.0
+        assert signed_remoting_probe(broker) < 1.0
+    # at the limit is fine: 100 fields, signed
+    with socket.create_connection(broker, timeout=5) as s:
+        s.sendall(frame(30, signed({"topic": "T", "queueId": 0, **{f"f{i}": "v" for i in range(100)}})))
+        head, _ = read_frame(s)
+        assert head["code"] == 0, head
+
+
+def test_a_frame_refused_at_its_header_is_answered_and_the_connection_goes_on(keyed_server):
+    """A 2 MiB unsigned send is answered NO_PERMISSION before its body is read; the body is
+    dropped and the next request on the same connection, signed, is served."""
+    broker = keyed_server.address("broker")
+    with socket.create_connection(broker, timeout=5) as s:
+        s.sendall(frame(310, dict(SEND_EXT), b"z" * (2 << 20)))
+        head, _ = read_frame(s)
+        assert head["code"] == 16, head                       # NO_PERMISSION
+        s.sendall(frame(30, signed({"topic": "AttackTopic2", "queueId": 0})))
+        head, _ = read_frame(s)
+        assert head["code"] == 0, head
