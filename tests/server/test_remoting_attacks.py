@@ -18,7 +18,8 @@ import time
 
 import pytest
 
-from .attack_support import (AK, SK, memory_mib, signed, signed_remoting_probe, stalled_frames, wait_closed)
+from .attack_support import (AK, SK, memory_mib, signed, signed_call, signed_remoting_probe, stalled_frames,
+                             wait_closed)
 from .hostile_support import BothServer, frame, read_frame, remoting_probe
 
 FRAME_S = 4.0
@@ -157,3 +158,57 @@ def test_a_frame_refused_at_its_header_is_answered_and_the_connection_goes_on(ke
         s.sendall(frame(30, signed({"topic": "AttackTopic2", "queueId": 0})))
         head, _ = read_frame(s)
         assert head["code"] == 0, head
+
+
+def test_topic_flood_and_huge_queue_counts_while_the_probe_runs(tmp_path):
+    """A signed client (it holds the keys) sends to 1,000 new topic names on 4 connections,
+    and asks for topics of 5,000,000 queues: sends create at most --max-topics topics, the
+    others are refused (TOPIC_NOT_EXIST) with nothing written, the huge topics are refused
+    (SYSTEM_ERROR) in milliseconds, topics.json stays small, and the probe answers within
+    1 s throughout."""
+    import json
+    import os
+    store = str(tmp_path / "store")
+    srv = BothServer(store, "--access-key", AK, "--secret-key", SK, "--port", "off", "--max-topics", "200").start()
+    broker = srv.address("broker")
+    try:
+        signed_remoting_probe(broker)
+        base_rss, _ = memory_mib(srv.proc.pid)
+        prober, probes = _probes_during(lambda: signed_remoting_probe(broker), 4.0)
+        codes: dict = {}
+
+        def flood(worker: int) -> None:
+            with socket.create_connection(broker, timeout=10) as s:
+                for i in range(worker, 1000, 4):
+                    body = b"flood"
+                    s.sendall(frame(310, signed(dict(SEND_EXT, b=f"Flood{i}", g=int(time.time() * 1000)), body),
+                                    body))
+                    head, _ = read_frame(s)
+                    codes[head["code"]] = codes.get(head["code"], 0) + 1
+        floods = [threading.Thread(target=flood, args=(w,)) for w in range(4)]
+        for t in floods:
+            t.start()
+        huge_s = []
+        for i in range(20):
+            t0 = time.monotonic()
+            head, _ = signed_call(broker, 17, {"topic": f"Huge{i}", "readQueueNums": 5_000_000,
+                                               "writeQueueNums": 5_000_000, "perm": 6})
+            huge_s.append(time.monotonic() - t0)
+            assert head["code"] == 1, head                             # SYSTEM_ERROR
+        for t in floods:
+            t.join(60)
+        prober.join(30)
+        rss, hwm = memory_mib(srv.proc.pid)
+    finally:
+        srv.stop()
+    with open(os.path.join(store, "config", "topics.json")) as f:
+        table = json.load(f)["topicConfigTable"]
+    flooded = [t for t in table if t.startswith("Flood")]
+    print(f"flood: codes {codes}, {len(flooded)} topics kept, topics.json "
+          f"{os.path.getsize(os.path.join(store, 'config', 'topics.json'))} bytes, huge topic refusals "
+          f"max {max(huge_s) * 1000:.1f} ms, RSS {base_rss:.0f} -> {rss:.0f} MiB (peak {hwm:.0f}), probes "
+          f"{[round(x, 3) if isinstance(x, float) else x for x in probes]}")
+    assert codes.get(0, 0) == len(flooded) <= 200 and codes.get(17, 0) == 1000 - codes.get(0, 0), codes
+    assert not any(t.startswith("Huge") for t in table)
+    assert max(huge_s) < 0.5, huge_s
+    assert _probes_ok(probes), probes

@@ -4,6 +4,12 @@ A signing client adds ``AccessKey`` (and ali-ons ``OnsChannel``) to a request's 
 then ``Signature`` = base64(HMAC-SHA1(secret, content)), where content is the values of
 every ext field but ``Signature``, in the order of their names, concatenated as UTF-8,
 followed by the body. The server recomputes it with the secret of the access key.
+
+As in RocketMQ 4.9.7 (``AclUtils.combineRequestContent``), the content has no separators
+and no field names, and no date: text can move between adjacent fields under one signature,
+and a captured request stays valid. Changing the content would refuse every 4.x client, so
+it is kept; docs/remoting.md says so. :meth:`RemotingAuthenticator.knows` is what can be
+told from a header before its body arrives (:mod:`.admission`).
 """
 
 from __future__ import annotations

@@ -6,11 +6,14 @@ handler returns a response, an awaitable of one, or None when it answers later i
 parked pull). Responses go out in the request's serialize type; a response whose body is a
 list of buffers (records of the mapped commit log) is written without joining them.
 
-Garbage never stops the server: a frame whose length word is below 4 or above 16 MiB, or
-whose header cannot be decoded, closes this connection (the stream cannot be resynchronised);
-an unknown request code is answered ``REQUEST_CODE_NOT_SUPPORTED``; a handler that fails is
-answered ``SYSTEM_ERROR``. When a client stops reading and 4 MiB of responses wait to be
-written to it, its connection stops reading its requests until the backlog drains.
+Reading is :mod:`.frame_reader`'s (the connection is a ``BufferedProtocol``, so the reader
+sizes every read's buffer), and a frame larger than one read is admitted against the
+budgets of :mod:`.admission` before its body is kept. Garbage never stops the server: a
+frame whose length word is below 4 or above 16 MiB, whose header is too large or cannot be
+decoded, closes this connection (the stream cannot be resynchronised); an unknown request
+code is answered ``REQUEST_CODE_NOT_SUPPORTED``; a handler that fails is answered
+``SYSTEM_ERROR``. When a client stops reading and 4 MiB of responses wait to be written to
+it, its connection stops reading its requests until the backlog drains.
 
 A connection notes when it last read or wrote (``last_active``) and when the frame it is
 reading began (``frame_started``, None between frames); :mod:`.deadlines` closes it when
