@@ -3,8 +3,8 @@
 Bound to a loopback address, only local processes reach the server. Bound to anything else
 (``0.0.0.0``, a LAN or public address, a host name that is not the machine's loopback),
 anyone who reaches the ports can send, consume and administer topics and groups unless
-access keys are set, the RocketMQ 4 remoting ports are plaintext (pymq offers no TLS on
-them), gRPC is plaintext without ``--tls-cert``, and the metrics page has no
+access keys are set, the RocketMQ 4 remoting ports are plaintext without
+``--remoting-tls``, gRPC is plaintext without ``--tls-cert``, and the metrics page has no
 authentication. Each such fact is a warning ``{"kind", "message"}``: printed to stderr at
 start, kept in ``Broker.server_warnings`` (``stats()["server"]["warnings"]``) and exported
 as ``pymq_server_warning{kind=...}``.
@@ -42,7 +42,7 @@ def is_loopback(host: str) -> bool:
 
 
 def bind_warnings(host: str, *, access_key: Optional[str], grpc_port: Optional[int], grpc_tls: bool,
-                  remoting_ports: dict, metrics_host: Optional[str]) -> list[dict]:
+                  remoting_ports: dict, metrics_host: Optional[str], remoting_tls: bool = False) -> list[dict]:
     """The warnings of serving on ``host``: gRPC on ``grpc_port`` (None: off), remoting on
     ``remoting_ports`` (``{"namesrv": port, "broker": port}``, the enabled ones), metrics on
     ``metrics_host`` (None: off)."""
@@ -53,13 +53,14 @@ def bind_warnings(host: str, *, access_key: Optional[str], grpc_port: Optional[i
                 f"listening on {host}, beyond loopback, without access keys: anyone who reaches these ports "
                 f"can send, consume, and create or delete topics and groups. Set --access-key/--secret-key "
                 f"(or PYMQ_ACCESS_KEY/PYMQ_SECRET_KEY), or bind to 127.0.0.1")})
-        plain = [f"remoting {name} port {port}" for name, port in sorted(remoting_ports.items())]
+        plain = [] if remoting_tls else [f"remoting {name} port {port} (no --remoting-tls)"
+                                         for name, port in sorted(remoting_ports.items())]
         if grpc_port is not None and not grpc_tls:
             plain.insert(0, f"gRPC port {grpc_port} (no --tls-cert)")
         if plain:
             out.append({"kind": PLAINTEXT, "message": (
                 f"plaintext on {host}: {', '.join(plain)}; messages and credentials' signatures cross the "
-                f"network readable (pymq offers TLS on gRPC only, never on remoting)")})
+                f"network readable")})
     if metrics_host is not None and not is_loopback(metrics_host):
         out.append({"kind": PUBLIC_METRICS, "message": (
             f"metrics served on {metrics_host} without authentication (topic and group names, rates, "

@@ -64,6 +64,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the access key's secret (env PYMQ_SECRET_KEY)")
     parser.add_argument("--tls-cert", default=None, metavar="PEM", help="serve TLS with this certificate chain")
     parser.add_argument("--tls-key", default=None, metavar="PEM", help="private key of --tls-cert")
+    parser.add_argument("--remoting-tls", action="store_true",
+                        help="the remoting ports speak TLS only, with --tls-cert (RocketMQ 4 clients: tls.enable=true)")
     parser.add_argument("--no-auto-create-topic", action="store_true",
                         help="refuse sends to unknown topics (TOPIC_NOT_FOUND)")
     parser.add_argument("--max-topics", type=int, default=4096, metavar="N",
@@ -193,6 +195,8 @@ def run(args: argparse.Namespace) -> int:
     remoting_cfg = RemotingConfig(host=args.host, namesrv_port=args.namesrv_port, broker_port=args.broker_port,
                                   advertised_host=args.advertised_host, access_key=args.access_key or None,
                                   secret_key=args.secret_key or None, idle_timeout_s=args.idle_timeout,
+                                  tls_cert=args.tls_cert if args.remoting_tls else None,
+                                  tls_key=args.tls_key if args.remoting_tls else None,
                                   frame_timeout_s=args.frame_timeout, max_inflight_bytes=args.max_inflight_bytes,
                                   max_unauthenticated_bytes=args.max_unauthenticated_bytes,
                                   max_connection_bytes=args.max_connection_bytes,
@@ -206,7 +210,10 @@ def run(args: argparse.Namespace) -> int:
         # records carry the broker's address as their store host, as a RocketMQ broker's do
         store_config.store_host = f"{route_host(args.host, args.advertised_host)}:{sockets['broker'].getsockname()[1]}"
     metrics_host = getattr(args, "metrics_host", "127.0.0.1")
+    if args.remoting_tls and not args.tls_cert:
+        raise PymqError("serve: --remoting-tls needs --tls-cert and --tls-key")
     warnings = bind_warnings(args.host, access_key=args.access_key, grpc_port=args.port, grpc_tls=bool(args.tls_cert),
+                             remoting_tls=args.remoting_tls,
                              remoting_ports={k: s.getsockname()[1] for k, s in sockets.items()},
                              metrics_host=metrics_host if getattr(args, "metrics_port", None) is not None else None)
     for w in warnings:

@@ -17,6 +17,7 @@ import asyncio
 import dataclasses
 import logging
 import socket
+import ssl
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Optional
@@ -55,6 +56,8 @@ class RemotingConfig:
     advertised_host: Optional[str] = None
     access_key: Optional[str] = None
     secret_key: Optional[str] = None
+    tls_cert: Optional[str] = None         # PEM files: both listeners speak TLS only (RocketMQ's
+    tls_key: Optional[str] = None          # tls.server.mode=enforcing; clients set tls.enable / useTLS)
     max_workers: int = 16
     pull_hold_max_ms: int = 20_000         # clients give up on a parked pull after 30 s
     default_query_max_num: int = 32        # defaultQueryMaxNum
@@ -81,6 +84,8 @@ class RemotingConfig:
                 raise PymqError(f"{name} must be >= 1")
         if bool(self.access_key) != bool(self.secret_key):
             raise PymqError("access_key and secret_key go together")
+        if bool(self.tls_cert) != bool(self.tls_key):
+            raise PymqError("tls_cert and tls_key go together")
 
 
 @dataclasses.dataclass
@@ -186,15 +191,21 @@ class RemotingServer:
         cfg = self.config
         loop = self.loop = asyncio.get_running_loop()
         sockets = sockets or {}
+        tls = {}
+        if cfg.tls_cert:
+            context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            context.load_cert_chain(cfg.tls_cert, cfg.tls_key)
+            # a handshake is a frame's worth of bytes: it gets the frame deadline
+            tls = {"ssl": context, "ssl_handshake_timeout": cfg.frame_timeout_s or None}
         for name, port, processor in (("broker", cfg.broker_port, self.broker_processor),
                                       ("namesrv", cfg.namesrv_port, self.namesrv_processor)):
             if port is None:
                 continue
             factory = (lambda p=processor: RemotingConnection(self, p))
             if name in sockets:
-                server = await loop.create_server(factory, sock=sockets[name], backlog=1024)
+                server = await loop.create_server(factory, sock=sockets[name], backlog=1024, **tls)
             else:
-                server = await loop.create_server(factory, cfg.host, port, reuse_address=True, backlog=1024)
+                server = await loop.create_server(factory, cfg.host, port, reuse_address=True, backlog=1024, **tls)
             self._servers.append(server)
             self.ports[name] = server.sockets[0].getsockname()[1]
         self.hold.start()
