@@ -104,6 +104,10 @@ class JavaRemotingProbe:
     holds every completed round's seconds, ``last`` the JVM's report of the last one
     (``send_ms``, ``receive_ms``, ``total_ms``, ``body``, ``queueId``, ``queueOffset``,
     ``msgId``, ``sentMsgId``) plus ``sent`` (the body sent) and ``seconds``.
+
+    The client retries a failed send but not a pull, and a server closing a connection as
+    idle (``--idle-timeout``) just as a round uses it fails that round (seen with rounds
+    about as far apart as the idle timeout): run rounds more often than the idle timeout.
     """
 
     def __init__(self, namesrv, topic: str = "JavaProbeTopic", group: str = "java_probe_group",
@@ -119,6 +123,7 @@ class JavaRemotingProbe:
         self.work: Optional[pathlib.Path] = None
         self.lines: queue.Queue = queue.Queue()
         self.reader: Optional[threading.Thread] = None
+        self._stderr = None
         self.seq = 0
         self.rounds: list[float] = []
         self.last: dict = {}
@@ -139,8 +144,12 @@ class JavaRemotingProbe:
                "-cp", f"{classes}:{self.home}/lib/*", "LatencyProbe", self.namesrv, self.topic, self.group,
                *(self.keys or ())]
         self._stderr = open(self.work / "stderr.log", "wb")
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
-                                     text=True, encoding="utf-8")
+        try:
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
+                                         text=True, encoding="utf-8")
+        except OSError:
+            self.close()
+            raise
         self.reader = threading.Thread(target=self._read, name="java-probe-reader", daemon=True)
         self.reader.start()
         try:
@@ -226,8 +235,10 @@ class JavaRemotingProbe:
             if self.reader is not None:
                 self.reader.join(timeout=5)
             self.proc.stdout.close()
-            self._stderr.close()
             self.proc = None
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
         if self.work is not None:
             shutil.rmtree(self.work, ignore_errors=True)
             self.work = None
@@ -236,8 +247,9 @@ class JavaRemotingProbe:
 class GrpcClientProbe:
     """The official Python 5.x client: a ``Producer`` and a ``SimpleConsumer`` (group
     ``group``) on ``topic`` at the gRPC ``endpoint`` (``"host:port"``), signing with the keys
-    when given. Starting runs one warm-up round and raises :class:`ProbeError` (the client's
-    exception as its ``__cause__``) if it failed. ``rounds`` and ``last`` as for
+    when given. Starting asks for the topic's route (so a refusal, such as a wrong key, is
+    the client's ``UnauthorizedException``), runs one warm-up round and raises
+    :class:`ProbeError` (the client's exception as its ``__cause__``) if either failed. ``rounds`` and ``last`` as for
     :class:`JavaRemotingProbe` (``last``: ``sent``, ``body``, ``message_id``, ``send_s``,
     ``receive_s``, ``skipped``, ``seconds``)."""
 
