@@ -142,3 +142,47 @@ def receive_all(consumer, n: int, timeout: float = 30.0, invisible: int = 30, ac
                 consumer.ack(m)
             got.append(m)
     return got
+
+
+# -- probes made of the official clients (official_probes.py) --------------------------------
+
+@pytest.fixture(scope="session")
+def latency_probe_classes(rocketmq_home, tmp_path_factory):
+    """tests/java/LatencyProbe.java compiled once per session (skipped, naming
+    PYMQ_ROCKETMQ_HOME, without a RocketMQ distribution or a JDK)."""
+    from .official_probes import compile_latency_probe
+    return compile_latency_probe(rocketmq_home, tmp_path_factory.mktemp("latency-probe"))
+
+
+@pytest.fixture
+def java_probe_factory(rocketmq_home, latency_probe_classes):
+    """``make(namesrv, topic=.., group=.., access_key=None, secret_key=None, **kw)`` starts a
+    :class:`~official_probes.JavaRemotingProbe`; all are closed after the test."""
+    from .official_probes import JavaRemotingProbe
+    made = []
+
+    def make(namesrv, *args, **kwargs):
+        probe = JavaRemotingProbe(namesrv, *args, home=rocketmq_home, classes=latency_probe_classes, **kwargs)
+        made.append(probe)
+        return probe.start()
+
+    yield make
+    for probe in made:
+        probe.close()
+
+
+@pytest.fixture
+def grpc_probe_factory():
+    """``make(endpoint, topic=.., group=.., access_key="", secret_key="", **kw)`` starts a
+    :class:`~official_probes.GrpcClientProbe`; all are closed after the test."""
+    from .official_probes import GrpcClientProbe
+    made = []
+
+    def make(endpoint, *args, **kwargs):
+        probe = GrpcClientProbe(endpoint, *args, **kwargs)
+        made.append(probe)
+        return probe.start()
+
+    yield make
+    for probe in made:
+        probe.close()

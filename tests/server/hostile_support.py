@@ -1,5 +1,6 @@
 """Helpers of the hostile-client tests: a ``pymq serve`` with gRPC and remoting on free
-ports, raw remoting frames, and probes (a send and a receive on each protocol, timed)."""
+ports, raw remoting frames, and probes (a send and a receive on each protocol, timed) made
+of raw stubs and frames; the probes made of the official clients are in official_probes.py."""
 
 from __future__ import annotations
 
