@@ -1,6 +1,6 @@
 """Helpers of the attack tests: the server's memory read from /proc, signed remoting
-requests (RocketMQ 4's ``AclClientRPCHook``, written here from its description) and a
-signed probe, and peers that send part of a large frame and stall."""
+requests (RocketMQ 4's ``AclClientRPCHook``, written here from its description), and
+peers that send part of a large frame and stall."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import hmac
 import socket
 import time
 
-from .hostile_support import PULL_MESSAGE, SEND_MESSAGE_V2, frame, read_frame
+from .hostile_support import SEND_MESSAGE_V2, frame, read_frame
 
 AK, SK = "attackAK", "attackSK-secret"
 
@@ -40,22 +40,6 @@ def signed_call(addr: tuple[str, int], code: int, ext: dict, body: bytes = b"") 
     with socket.create_connection(addr, timeout=5) as s:
         s.sendall(frame(code, signed(ext, body), body))
         return read_frame(s)
-
-
-def signed_remoting_probe(broker: tuple[str, int], topic: str = "ProbeTopic4") -> float:
-    """A signed SEND_MESSAGE_V2 of one message, then a signed PULL_MESSAGE of it; seconds."""
-    t0 = time.monotonic()
-    body = b"probe-signed-%d" % time.monotonic_ns()
-    head, _ = signed_call(broker, SEND_MESSAGE_V2, {"a": "PG", "b": topic, "c": "TBW102", "d": 4, "e": 0, "f": 0,
-                                                    "g": int(time.time() * 1000), "h": 0, "i": ""}, body)
-    assert head["code"] == 0, head
-    offset = int(head["extFields"]["queueOffset"])
-    head, records = signed_call(broker, PULL_MESSAGE, {"consumerGroup": "probe-group", "topic": topic, "queueId": 0,
-                                                       "queueOffset": offset, "maxMsgNums": 1, "sysFlag": 2,
-                                                       "commitOffset": 0, "suspendTimeoutMillis": 5000,
-                                                       "subVersion": 0})
-    assert head["code"] == 0 and body in records, head
-    return time.monotonic() - t0
 
 
 def stalled_frames(addr: tuple[str, int], count: int, ext: dict, frame_bytes: int = 16 << 20,

@@ -1,7 +1,8 @@
 """Attacks on the remoting listeners of a ``pymq serve`` subprocess (issue 24), each with its
-bound asserted from outside: the server's memory from /proc, and a probe (a send and a
-pull of it, signed when the server has keys) that must keep answering within 1 s while the
-attack runs.
+bound asserted from outside: the server's memory from /proc, and a probe that must keep
+answering within 1 s while the attack runs: the official Java 4.9.7 client (a producer and
+a pull consumer in one JVM, signing with ``AclClientRPCHook`` when the server has keys,
+:mod:`.official_probes`) sends a message through the name server and pulls it back.
 
 - 500 connections each begin a 16 MiB frame and stall: with access keys the server holds
   them under 256 MiB of RSS whether their header names no key, or a known key with a bad
@@ -18,9 +19,8 @@ import time
 
 import pytest
 
-from .attack_support import (AK, SK, memory_mib, signed, signed_call, signed_remoting_probe, stalled_frames,
-                             wait_closed)
-from .hostile_support import BothServer, frame, read_frame, remoting_probe
+from .attack_support import AK, SK, memory_mib, signed, signed_call, stalled_frames, wait_closed
+from .hostile_support import BothServer, frame, read_frame
 
 FRAME_S = 4.0
 STALLED = 500
@@ -33,6 +33,15 @@ def keyed_server(tmp_path_factory):
                    "--frame-timeout", str(FRAME_S), "--port", "off").start()
     yield s
     s.stop()
+
+
+@pytest.fixture(scope="module")
+def java_probe(keyed_server, rocketmq_home, latency_probe_classes):
+    """The official Java client, signing with the server's keys: ``round()`` -> seconds."""
+    from .official_probes import JavaRemotingProbe
+    with JavaRemotingProbe(keyed_server.listening["namesrv"], "JavaProbeTopic", "java_probe_group", AK, SK,
+                           home=rocketmq_home, classes=latency_probe_classes) as probe:
+        yield probe
 
 
 def _probes_during(probe, seconds: float) -> tuple[threading.Thread, list]:
@@ -78,33 +87,30 @@ def _probes_ok(probes: list) -> bool:
     return len(probes) >= 3 and all(isinstance(x, float) and x < 1.0 for x in probes)
 
 
-def test_stalled_frames_naming_no_known_key_hold_nothing(keyed_server):
+def test_stalled_frames_naming_no_known_key_hold_nothing(keyed_server, java_probe):
     """Refused at their header: answered NO_PERMISSION, bodies read and dropped, closed at
     the frame deadline; the server's memory hardly moves."""
-    srv = keyed_server
-    r = _attack(srv, lambda: signed_remoting_probe(srv.address("broker")), dict(SEND_EXT, AccessKey="nobody",
-                                                                             Signature="x"))
+    r = _attack(keyed_server, java_probe.round, dict(SEND_EXT, AccessKey="nobody", Signature="x"))
     assert r["hwm"] < 256 and r["rss"] - r["base"] < 64, r
     assert _probes_ok(r["probes"]), r
     assert r["closed"] == STALLED, r
 
 
-def test_stalled_frames_with_a_known_key_and_a_bad_signature_share_a_small_budget(keyed_server):
+def test_stalled_frames_with_a_known_key_and_a_bad_signature_share_a_small_budget(keyed_server, java_probe):
     """A known access key but no valid signature yet: the frames wait on the 16 MiB budget of
     connections not yet signed in; each holds at most one read's buffer meanwhile."""
-    srv = keyed_server
-    r = _attack(srv, lambda: signed_remoting_probe(srv.address("broker")), dict(SEND_EXT, AccessKey=AK,
-                                                                             Signature="forged"))
+    r = _attack(keyed_server, java_probe.round, dict(SEND_EXT, AccessKey=AK, Signature="forged"))
     assert r["hwm"] < 256 and r["rss"] - r["base"] < 96, r
     assert _probes_ok(r["probes"]), r
     assert r["closed"] == STALLED, r
 
 
-def test_without_keys_the_inflight_budget_bounds_stalled_frames(tmp_path):
+def test_without_keys_the_inflight_budget_bounds_stalled_frames(tmp_path, java_probe_factory):
     srv = BothServer(str(tmp_path / "store"), "--frame-timeout", str(FRAME_S), "--port", "off",
                      "--max-inflight-bytes", str(48 << 20)).start()
     try:
-        r = _attack(srv, lambda: remoting_probe(srv.address("broker")), SEND_EXT, count=300)
+        probe = java_probe_factory(srv.listening["namesrv"])
+        r = _attack(srv, probe.round, SEND_EXT, count=300)
     finally:
         srv.stop()
     # 48 MiB admitted (two frames), the others one read's buffer (64 KiB) each
@@ -125,7 +131,7 @@ def _closed_within(sock: socket.socket, seconds: float) -> bool:
         return True
 
 
-def test_huge_headers_and_too_many_fields_close_at_once(keyed_server):
+def test_huge_headers_and_too_many_fields_close_at_once(keyed_server, java_probe):
     srv = keyed_server
     broker = srv.address("broker")
     huge = frame(34, {"AccessKey": "nobody", "pad": "y" * (11 << 20)})      # an 11 MiB JSON header
@@ -139,7 +145,7 @@ def test_huge_headers_and_too_many_fields_close_at_once(keyed_server):
                 pass                           # closed while we were still sending
             assert _closed_within(s, 2.0)
             assert time.monotonic() - t0 < 1.0
-        assert signed_remoting_probe(broker) < 1.0
+        assert java_probe.round() < 1.0
     # at the limit is fine: 100 fields, signed
     with socket.create_connection(broker, timeout=5) as s:
         s.sendall(frame(30, signed({"topic": "T", "queueId": 0, **{f"f{i}": "v" for i in range(100)}})))
@@ -160,7 +166,7 @@ def test_a_frame_refused_at_its_header_is_answered_and_the_connection_goes_on(ke
         assert head["code"] == 0, head
 
 
-def test_topic_flood_and_huge_queue_counts_while_the_probe_runs(tmp_path):
+def test_topic_flood_and_huge_queue_counts_while_the_probe_runs(tmp_path, java_probe_factory):
     """A signed client (it holds the keys) sends to 1,000 new topic names on 4 connections,
     and asks for topics of 5,000,000 queues: sends create at most --max-topics topics, the
     others are refused (TOPIC_NOT_EXIST) with nothing written, the huge topics are refused
@@ -172,9 +178,9 @@ def test_topic_flood_and_huge_queue_counts_while_the_probe_runs(tmp_path):
     srv = BothServer(store, "--access-key", AK, "--secret-key", SK, "--port", "off", "--max-topics", "200").start()
     broker = srv.address("broker")
     try:
-        signed_remoting_probe(broker)
+        probe = java_probe_factory(srv.listening["namesrv"], "JavaProbeTopic", "java_probe_group", AK, SK)
         base_rss, _ = memory_mib(srv.proc.pid)
-        prober, probes = _probes_during(lambda: signed_remoting_probe(broker), 4.0)
+        prober, probes = _probes_during(probe.round, 4.0)
         codes: dict = {}
 
         def flood(worker: int) -> None:
