@@ -113,7 +113,8 @@ class JavaRemotingProbe:
     def __init__(self, namesrv, topic: str = "JavaProbeTopic", group: str = "java_probe_group",
                  access_key: Optional[str] = None, secret_key: Optional[str] = None, *,
                  home: pathlib.Path, classes: Optional[pathlib.Path] = None,
-                 timeout: float = ROUND_TIMEOUT, start_timeout: float = 60.0) -> None:
+                 timeout: float = ROUND_TIMEOUT, start_timeout: float = 60.0, jvm_options: tuple = ()) -> None:
+        self.jvm_options = tuple(jvm_options)      # e.g. ("-Dtls.enable=true",): the client speaks TLS
         self.namesrv = namesrv if isinstance(namesrv, str) else f"{namesrv[0]}:{namesrv[1]}"
         self.topic, self.group = topic, group
         self.keys = (access_key, secret_key) if access_key else None
@@ -140,7 +141,7 @@ class JavaRemotingProbe:
         classes = self.classes or compile_latency_probe(self.home)
         self.work = pathlib.Path(tempfile.mkdtemp(prefix="java-probe-"))
         cmd = ["java", "-Xms32m", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", *JDK17_OPENS,
-               f"-Duser.home={self.work}", f"-Drocketmq.client.logRoot={self.work / 'logs'}",
+               f"-Duser.home={self.work}", f"-Drocketmq.client.logRoot={self.work / 'logs'}", *self.jvm_options,
                "-cp", f"{classes}:{self.home}/lib/*", "LatencyProbe", self.namesrv, self.topic, self.group,
                *(self.keys or ())]
         self._stderr = open(self.work / "stderr.log", "wb")

@@ -78,3 +78,15 @@ def test_plaintext_and_stalled_handshakes_are_closed(tls_server):
     with socket.create_connection(tls_server.address("broker"), timeout=5) as s:
         s.sendall(b"\x16\x03\x01\x02\x00")           # a ClientHello begun, then silence
         assert _closed_within(s, 5) < 3.0             # the frame deadline (2 s) bounds a handshake
+
+
+def test_the_official_java_client_over_tls(tls_server, java_probe_factory):
+    """RocketMQ 4.9.7's client with ``-Dtls.enable=true`` (it then speaks TLS to the name
+    server and the broker, trusting the server's certificate as its default does) sends and
+    pulls back; without it, it cannot reach the TLS-only ports."""
+    from .official_probes import ProbeError
+    probe = java_probe_factory(tls_server.listening["namesrv"], "JavaTlsTopic", "java_tls_group",
+                               jvm_options=("-Dtls.enable=true",))
+    assert all(probe.round() < 1.0 for _ in range(3))
+    with pytest.raises(ProbeError):
+        java_probe_factory(tls_server.listening["namesrv"], "JavaTlsTopic", "java_plain_group", start_timeout=20)
