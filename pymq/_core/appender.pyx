@@ -157,10 +157,15 @@ cdef bint _has_store_set(dict props) except -1:
 
 cdef int property_delay_level(Message msg) except -1:
     """RocketMQ's ``getDelayTimeLevel``: the ``delay_level`` attribute, else the DELAY
-    property (a user may set it directly, as with RocketMQ's putUserProperty)."""
+    property (a user may set it directly, as with RocketMQ's putUserProperty). A negative
+    ``delay_level`` means no delay whatever DELAY says: the delivery of a delayed message,
+    whose record keeps DELAY as RocketMQ's does (it clears the level, not the property
+    text, before the put)."""
     cdef object v
     if msg.delay_level > 0:
         return msg.delay_level
+    if msg.delay_level < 0:
+        return 0
     if msg._properties:
         v = msg._properties.get("DELAY")
         if isinstance(v, str) and v.isdigit() and len(v) < 10:

@@ -37,15 +37,14 @@ IDLE_WAIT_S = 1.0
 
 def message_timeup(msg) -> Message:
     """The message to write to the real topic (``messageTimeup``): body, flag, born time
-    and host, reconsume times, transaction bits and properties are kept (REAL_* too, as 4.9.7 writes them);
-    topic and queue are REAL_TOPIC and REAL_QID. DELAY is removed: RocketMQ clears it
-    before the put too (its record keeps it only because the properties string was built
-    first); in pymq the property would delay the message again."""
+    and host, reconsume times, transaction bits and properties are kept (REAL_* and DELAY
+    too, as 4.9.7 writes them: it clears the delay level before the put, but the record's
+    properties text was built first); topic and queue are REAL_TOPIC and REAL_QID. The
+    put carries ``delay_level=-1``, so its DELAY does not delay it again."""
     props = dict(msg.properties)
-    props.pop("DELAY", None)
     return Message(props["REAL_TOPIC"], msg.body, properties=props, queue_id=int(props["REAL_QID"]),
                    flag=msg.flag, born_timestamp=msg.born_timestamp, born_host=msg.born_host,
-                   sys_flag=msg.sys_flag & 0xC, reconsume_times=msg.reconsume_times)
+                   sys_flag=msg.sys_flag & 0xC, reconsume_times=msg.reconsume_times, delay_level=-1)
 
 
 class ScheduleMessageService(ServiceThread):

@@ -1,7 +1,7 @@
 """The admin calls of mqadmin and the RocketMQ dashboard, and the per-queue offset queries.
 
 Offsets: ``GET_MAX_OFFSET`` / ``GET_MIN_OFFSET`` (``offset``), ``SEARCH_OFFSET_BY_TIMESTAMP``
-(first offset stored at or after ``timestamp``), ``GET_EARLIEST_MSG_STORETIME``. Topics:
+(the offset a 4.9.7 broker answers: :mod:`.offset_reset`), ``GET_EARLIEST_MSG_STORETIME``. Topics:
 create or update, delete, the whole table, one topic, its per-queue stats. Groups: create
 or update, delete, the table, consume stats (broker and consumer offsets per queue), who
 consumes a topic, the connections of a consumer or producer group. The broker: runtime
@@ -18,19 +18,15 @@ them with fastjson, whose map keys may be objects::
 
 from __future__ import annotations
 
-import time
 
-from pymq._version import __version__
 from pymq.broker.subscription_group import SubscriptionGroupConfig
 from pymq.broker.topic_config import TopicConfig
 from pymq.broker.validators import group_problem, is_internal_topic, is_system_topic, topic_problem
-from pymq.status import BoundaryType
 from pymq.store.fastjson import ObjectKeyMap, dumps_fastjson
 
 from .codes import RequestCode, ResponseCode
+from .offset_reset import offset_by_time
 from .headers import RequestError, json_body, json_bytes, opt_int, opt_str, req_int, require
-
-SERVER_VERSION_DESC = "V4_9_7"
 
 
 def _fastjson(doc) -> bytes:
@@ -89,8 +85,7 @@ class AdminProcessor:
 
     def search_offset_by_timestamp(self, conn, cmd):
         topic, qid = self._queue(cmd)
-        ts = req_int(cmd.ext_fields, "timestamp")
-        offset = self.broker.get_offset_in_queue_by_time(topic, qid, ts, BoundaryType.LOWER)
+        offset = offset_by_time(self.broker, cmd.ext_fields, topic, qid, req_int(cmd.ext_fields, "timestamp"))
         return cmd.response(ResponseCode.SUCCESS, None, {"offset": offset})
 
     def get_earliest_msg_storetime(self, conn, cmd):
@@ -253,17 +248,7 @@ class AdminProcessor:
     # -- the broker ----------------------------------------------------------------------------
 
     def get_broker_runtime_info(self, conn, cmd):
-        b, s = self.broker, self.server.stats
-        usage = b.disk_usage()
-        table = {"brokerVersionDesc": SERVER_VERSION_DESC, "brokerVersion": "437", "pymqVersion": __version__,
-                 "bootTimestamp": int(time.time() * 1000 - (time.monotonic() - self.server.started_at) * 1000),
-                 "runtime": f"{time.monotonic() - self.server.started_at:.0f} seconds",
-                 "commitLogMinOffset": b.get_min_phy_offset(), "commitLogMaxOffset": b.get_max_phy_offset(),
-                 "dispatchBehindBytes": b.dispatch_behind_bytes(),
-                 "commitLogDiskRatio": f"{usage.ratio:.4f}" if usage is not None else "0",
-                 "msgPutTotalTodayNow": s.sent, "msgGetTotalTodayNow": s.pulled,
-                 "remotingConnections": len(self.server.connections)}
-        return cmd.response(ResponseCode.SUCCESS, body=json_bytes({"table": {k: str(v) for k, v in table.items()}}))
+        return cmd.response(ResponseCode.SUCCESS, body=json_bytes({"table": self.server.runtime_info.table()}))
 
     def get_broker_config(self, conn, cmd):
         bc, sc = self.broker.broker_config, self.broker.config

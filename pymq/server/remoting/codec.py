@@ -46,7 +46,7 @@ ROCKETMQ = 1
 MAX_FRAME = 16 * 1024 * 1024
 RESPONSE_FLAG = 1
 ONEWAY_FLAG = 2
-SERVER_VERSION = 437           # V4_9_7, what a 4.9.7 broker reports
+SERVER_VERSION = 407           # V4_9_7: MQVersion.CURRENT_VERSION of a 4.9.7 broker (Version.V4_9_7.ordinal())
 
 # LanguageCode, in the order of its ordinal (the binary header carries the ordinal)
 LANGUAGES = ("JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTHER", "HTTP", "GO", "PHP", "OMS",

@@ -34,9 +34,11 @@ from .client_manage import ClientManageProcessor
 from .connection import RemotingConnection
 from .deadlines import ConnectionDeadlines
 from .namesrv import NameServerProcessor
+from .offset_reset import OffsetResetProcessor
 from .pull import PullMessageProcessor
 from .pull_hold import PullRequestHoldService
 from .query import QueryMessageProcessor
+from .runtime_info import RuntimeInfo
 from .send import SendMessageProcessor
 from .transaction import EndTransactionProcessor
 
@@ -148,8 +150,9 @@ class RemotingServer:
         self.send = SendMessageProcessor(self)
         self.transactions = EndTransactionProcessor(self)
         self.broker_processor = Processor(self.send, self.pull, self.client_manage, QueryMessageProcessor(self),
-                                          AdminProcessor(self), self.transactions)
+                                          AdminProcessor(self), self.transactions, OffsetResetProcessor(self))
         self.namesrv_processor = Processor(NameServerProcessor(self))
+        self.runtime_info = RuntimeInfo(self)
 
     # -- helpers for the processors ----------------------------------------------------
 
@@ -220,6 +223,7 @@ class RemotingServer:
             await asyncio.sleep(HOUSEKEEPING_S)
             for info in self.clients.scan_expired():
                 log.info("client %s expired", info.client_id)
+            self.runtime_info.roll_day()
 
     async def stop(self) -> None:
         """Stop listening, answer parked pulls, close the connections."""
