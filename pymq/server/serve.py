@@ -72,6 +72,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-clock-skew", type=float, default=900.0, metavar="S",
                         help="with access keys, a call's signed x-mq-date-time must be within S seconds of the "
                              "server's clock, else UNAUTHORIZED (default 900; 0: not checked)")
+    parser.add_argument("--grpc-bdp-probe", action="store_true",
+                        help="let HTTP/2 windows grow on bandwidth-delay estimates (gRPC's default; faster large "
+                             "messages on long links, but unread streams may each buffer megabytes)")
     parser.add_argument("--no-auto-create-topic", action="store_true",
                         help="refuse sends to unknown topics (TOPIC_NOT_FOUND)")
     parser.add_argument("--max-topics", type=int, default=4096, metavar="N",
@@ -175,7 +178,8 @@ def run(args: argparse.Namespace) -> int:
                            idle_timeout_ms=round(args.idle_timeout * 1000),
                            handshake_timeout_ms=round(args.frame_timeout * 1000),
                            max_inbound_bytes=args.grpc_max_inbound_bytes,
-                           max_concurrent_calls=args.grpc_max_concurrent_calls, max_clock_skew_s=args.max_clock_skew)
+                           max_concurrent_calls=args.grpc_max_concurrent_calls, max_clock_skew_s=args.max_clock_skew,
+                           http2_bdp_probe=args.grpc_bdp_probe)
     except PymqError as e:
         raise PymqError(f"serve: {e}") from None
     store_config = config_for_store(args.store) if os.path.isdir(args.store) else StoreConfig()

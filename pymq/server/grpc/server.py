@@ -126,6 +126,10 @@ class GrpcServer:
             ("grpc.so_reuseport", 0),
             ("grpc.keepalive_permit_without_calls", 1),
             ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
+            # a stream's receive window grows to the size of a message being read, not on
+            # link estimates: with BDP probing, streams whose request is never read (refused
+            # calls) were each let send megabytes, which the server held (docs/server.md, Limits)
+            ("grpc.http2.bdp_probe", 1 if cfg.http2_bdp_probe else 0),
         ]
         # hostile or dead peers: a socket that never completes the HTTP/2 preface is closed
         # after the preface deadline, a connection with no call for the idle timeout gets

@@ -57,6 +57,8 @@ class ServerConfig:
                                                  # (see inbound_limit)
     max_concurrent_calls: int = 4096             # calls in progress at once, long polls and Telemetry streams
                                                  # included; beyond, RESOURCE_EXHAUSTED (see validate); 0: no cap
+    http2_bdp_probe: bool = False                # grow HTTP/2 windows on bandwidth-delay estimates (gRPC's
+                                                 # default); off: bounded memory for streams never read
     max_clock_skew_s: float = 900                # a signed call's x-mq-date-time must be this near the server's
                                                  # clock (auth.py); 0: not checked
 
