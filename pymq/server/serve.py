@@ -66,6 +66,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tls-key", default=None, metavar="PEM", help="private key of --tls-cert")
     parser.add_argument("--remoting-tls", action="store_true",
                         help="the remoting ports speak TLS only, with --tls-cert (RocketMQ 4 clients: tls.enable=true)")
+    # -- gRPC limits against hostile clients (docs/server.md, Limits) --
+    parser.add_argument("--grpc-max-inbound-bytes", type=int, default=None, metavar="N",
+                        help="largest gRPC message received; larger ones get RESOURCE_EXHAUSTED before they are "
+                             "buffered (default 5 MiB: the 4 MiB body limit + 1 MiB of properties and batch framing; "
+                             "RocketMQ's proxy allows 130 MiB)")
+    parser.add_argument("--grpc-max-concurrent-calls", type=int, default=4096, metavar="N",
+                        help="gRPC calls in progress at once, long polls and Telemetry streams included; beyond, "
+                             "RESOURCE_EXHAUSTED (default 4096; 0: no cap)")
+    parser.add_argument("--max-clock-skew", type=float, default=900.0, metavar="S",
+                        help="with access keys, a call's signed x-mq-date-time must be within S seconds of the "
+                             "server's clock, else UNAUTHORIZED (default 900; 0: not checked)")
+    parser.add_argument("--grpc-bdp-probe", action="store_true",
+                        help="let HTTP/2 windows grow on bandwidth-delay estimates (gRPC's default; faster large "
+                             "messages on long links, but unread streams may each buffer megabytes)")
     parser.add_argument("--no-auto-create-topic", action="store_true",
                         help="refuse sends to unknown topics (TOPIC_NOT_FOUND)")
     parser.add_argument("--max-topics", type=int, default=4096, metavar="N",
@@ -176,7 +190,10 @@ def run(args: argparse.Namespace) -> int:
                            tls_cert=args.tls_cert, tls_key=args.tls_key, grace_s=args.grace,
                            auto_renew_invisible_ms=args.renew_slice,
                            idle_timeout_ms=round(args.idle_timeout * 1000),
-                           handshake_timeout_ms=round(args.frame_timeout * 1000))
+                           handshake_timeout_ms=round(args.frame_timeout * 1000),
+                           max_inbound_bytes=args.grpc_max_inbound_bytes,
+                           max_concurrent_calls=args.grpc_max_concurrent_calls, max_clock_skew_s=args.max_clock_skew,
+                           http2_bdp_probe=args.grpc_bdp_probe)
     except PymqError as e:
         raise PymqError(f"serve: {e}") from None
     store_config = config_for_store(args.store) if os.path.isdir(args.store) else StoreConfig()

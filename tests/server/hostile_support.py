@@ -132,3 +132,139 @@ def remoting_probe(broker: tuple[str, int], topic: str = "ProbeTopic4") -> float
     assert head["code"] == 0 and body in records, head
     return time.monotonic() - t0
 
+
+
+# -- gRPC attacks: signed headers, the server's memory, a raw HTTP/2 client ------------------------
+
+def signed_metadata(ak: str, sk: str, date_time: str | None = None, client_id: str = "hostile") -> list:
+    """The headers of a call signed as the official clients sign (``date_time``: now, UTC,
+    unless given)."""
+    from pymq.server.grpc.auth import sign
+    dt = date_time or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    return [("x-mq-client-id", client_id), ("x-mq-date-time", dt),
+            ("authorization", f"MQv2-HMAC-SHA1 Credential={ak}, SignedHeaders=x-mq-date-time, "
+                              f"Signature={sign(sk, dt)}")]
+
+
+def grpc_signed_probe(endpoint: str, ak: str, sk: str, topic: str = "ProbeTopic") -> float:
+    """:func:`grpc_probe` with signed calls: send one message, receive it; the seconds taken."""
+    from rocketmq.grpc_protocol import definition_pb2 as pb, service_pb2 as svc, MessagingServiceStub
+    t0 = time.monotonic()
+    body = b"probe-%d" % next(_ids)
+    with grpc.insecure_channel(endpoint) as ch:
+        stub = MessagingServiceStub(ch)
+        req = svc.SendMessageRequest()
+        m = req.messages.add(body=body)
+        m.topic.name = topic
+        m.system_properties.message_id = f"ID{next(_ids)}"
+        sent = stub.SendMessage(req, metadata=signed_metadata(ak, sk), timeout=5)
+        assert sent.status.code == pb.Code.OK, sent
+        req = svc.ReceiveMessageRequest(batch_size=32)
+        req.group.name = "probe-group"
+        req.message_queue.topic.name = topic
+        req.invisible_duration.seconds = 30
+        req.long_polling_timeout.seconds = 5
+        got = []
+        deadline = time.monotonic() + 10
+        while body not in got and time.monotonic() < deadline:
+            items = list(stub.ReceiveMessage(req, metadata=signed_metadata(ak, sk), timeout=10))
+            got += [x.message.body for x in items if x.HasField("message")]
+        assert body in got, got
+    return time.monotonic() - t0
+
+
+def memory_kib(pid: int) -> dict:
+    """``{"VmRSS": KiB, "VmHWM": KiB}`` of a process, from /proc/PID/status."""
+    out = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                out[key] = int(value.split()[0])
+    return out
+
+
+H2_DATA, H2_HEADERS, H2_RST_STREAM, H2_SETTINGS, H2_PING, H2_GOAWAY = 0, 1, 3, 4, 6, 7
+H2_END_STREAM, H2_ACK, H2_END_HEADERS = 0x1, 0x1, 0x4
+H2_CLIENT_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+
+def h2_frame(kind: int, flags: int, stream: int, payload: bytes = b"") -> bytes:
+    """One HTTP/2 frame."""
+    return len(payload).to_bytes(3, "big") + bytes((kind, flags)) + stream.to_bytes(4, "big") + payload
+
+
+def _hpack_string(text: str) -> bytes:
+    raw = text.encode()
+    n, out = len(raw), bytearray()
+    if n < 127:
+        out.append(n)
+    else:                               # 7-bit prefix integer, continued
+        out.append(127)
+        n -= 127
+        while n >= 128:
+            out.append(n % 128 + 128)
+            n //= 128
+        out.append(n)
+    return bytes(out) + raw
+
+
+def h2_headers_block(headers: list) -> bytes:
+    """An HPACK block of literal fields without indexing (no Huffman, no table)."""
+    return b"".join(b"\x00" + _hpack_string(k) + _hpack_string(v) for k, v in headers)
+
+
+class RawGrpcCall:
+    """A gRPC call spoken by hand over HTTP/2 (stream 1 of its own connection), to send
+    what no gRPC library sends: headers and part of a message, then nothing."""
+
+    def __init__(self, addr: tuple[str, int], method: str, metadata: list = ()) -> None:
+        self.sock = socket.create_connection(addr, timeout=5)
+        headers = [(":method", "POST"), (":scheme", "http"), (":path", f"/apache.rocketmq.v2.MessagingService/{method}"),
+                   (":authority", f"{addr[0]}:{addr[1]}"), ("content-type", "application/grpc"), ("te", "trailers"),
+                   *metadata]
+        self.sock.sendall(H2_CLIENT_PREFACE + h2_frame(H2_SETTINGS, 0, 0)
+                          + h2_frame(H2_HEADERS, H2_END_HEADERS, 1, h2_headers_block(headers)))
+        self._buf = b""
+
+    def send_partial(self, message_length: int, sent: bytes) -> None:
+        """The 5-byte gRPC prefix announcing ``message_length`` bytes, then ``sent`` of them
+        (in DATA frames of at most 16 KiB, HTTP/2's default frame size)."""
+        data = b"\x00" + message_length.to_bytes(4, "big") + sent
+        self.sock.sendall(b"".join(h2_frame(H2_DATA, 0, 1, data[i:i + 16384]) for i in range(0, len(data), 16384)))
+
+    def wait_end(self, timeout: float) -> str | None:
+        """Read (answering SETTINGS and PING) until the server ends stream 1 (``"trailers"``,
+        ``"rst"``), the connection (``"goaway"``, ``"closed"``), or ``timeout`` passes (None)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            while len(self._buf) >= 9 and len(self._buf) >= 9 + int.from_bytes(self._buf[:3], "big"):
+                n = int.from_bytes(self._buf[:3], "big")
+                kind, flags, stream = self._buf[3], self._buf[4], int.from_bytes(self._buf[5:9], "big") & 0x7FFFFFFF
+                payload, self._buf = self._buf[9:9 + n], self._buf[9 + n:]
+                if kind == H2_SETTINGS and not flags & H2_ACK:
+                    self.sock.sendall(h2_frame(H2_SETTINGS, H2_ACK, 0))
+                elif kind == H2_PING and not flags & H2_ACK:
+                    self.sock.sendall(h2_frame(H2_PING, H2_ACK, 0, payload))
+                elif kind == H2_HEADERS and stream == 1 and flags & H2_END_STREAM:
+                    return "trailers"
+                elif kind == H2_RST_STREAM and stream == 1:
+                    return "rst"
+                elif kind == H2_GOAWAY:
+                    return "goaway"
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            self.sock.settimeout(left)
+            try:
+                chunk = self.sock.recv(65536)
+            except socket.timeout:
+                return None
+            except OSError:
+                return "closed"
+            if not chunk:
+                return "closed"
+            self._buf += chunk
+
+    def close(self) -> None:
+        self.sock.close()

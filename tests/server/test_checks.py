@@ -8,6 +8,7 @@ import json
 import os
 
 import grpc
+import pytest
 
 ILLEGAL_GROUPS = ("bad group!", "g@x", "g" * 300, "%RETRY%foo", "%DLQ%foo", "CID_RMQ_SYS_TRANS")
 MD = [("x-mq-client-id", "raw-checks")]
@@ -50,21 +51,29 @@ def test_heartbeat_and_telemetry_refuse_illegal_groups(server):
 
 
 def test_batch_of_oversized_entries_is_body_too_large(server):
-    """10 x 3 MiB: each body is within the 4 MiB limit, the batch is not. Every entry fails
-    alike, so the request's status is that code, not MULTIPLE_RESULTS."""
+    """2 x 2.2 MiB: each body is within the 4 MiB limit, the batch is not (and it is within
+    the 5 MiB gRPC inbound limit). Every entry fails alike, so the request's status is that
+    code, not MULTIPLE_RESULTS. 10 x 3 MiB is beyond the inbound limit: gRPC refuses it
+    (RESOURCE_EXHAUSTED) before it is read."""
     from rocketmq.grpc_protocol import definition_pb2 as pb, service_pb2 as svc, MessagingServiceStub
     opts = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
     with grpc.insecure_channel(server.endpoint, options=opts) as ch:
         stub = MessagingServiceStub(ch)
-        req = svc.SendMessageRequest()
-        for i in range(10):
-            m = req.messages.add(body=b"x" * (3 * 1024 * 1024))
-            m.topic.name = "BigBatch"
-            m.system_properties.message_id = "BIG%04d" % i
-            m.system_properties.message_type = pb.MessageType.NORMAL
-        resp = stub.SendMessage(req, metadata=MD, timeout=30)
-        assert pb.Code.Name(resp.status.code) == "MESSAGE_BODY_TOO_LARGE", resp.status
-        assert all(pb.Code.Name(e.status.code) == "MESSAGE_BODY_TOO_LARGE" for e in resp.entries) or not resp.entries
+        for count, size in ((2, 2_200_000), (10, 3 * 1024 * 1024)):
+            req = svc.SendMessageRequest()
+            for i in range(count):
+                m = req.messages.add(body=b"x" * size)
+                m.topic.name = "BigBatch"
+                m.system_properties.message_id = "BIG%04d" % i
+                m.system_properties.message_type = pb.MessageType.NORMAL
+            if count == 10:
+                with pytest.raises(grpc.RpcError) as refused:
+                    stub.SendMessage(req, metadata=MD, timeout=30)
+                assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+                continue
+            resp = stub.SendMessage(req, metadata=MD, timeout=30)
+            assert pb.Code.Name(resp.status.code) == "MESSAGE_BODY_TOO_LARGE", resp.status
+            assert all(pb.Code.Name(e.status.code) == "MESSAGE_BODY_TOO_LARGE" for e in resp.entries) or not resp.entries
         # a batch within the limit still goes through
         ok = svc.SendMessageRequest()
         for i in range(3):

@@ -5,7 +5,10 @@ from __future__ import annotations
 import pytest
 
 from pymq.broker.client_manager import ClientManager
-from pymq.server.grpc.auth import Authenticator, parse_authorization, sign
+import calendar
+import time
+
+from pymq.server.grpc.auth import Authenticator, clock_skew, parse_authorization, parse_date_time, sign
 from pymq.server.grpc.send import java_string_hash
 
 
@@ -30,7 +33,45 @@ def test_signature_matches_the_official_clients():
     ({**_md("ak", "sk"), "x-mq-date-time": "20261124T080001Z"}, False),
 ])
 def test_authenticator(md, ok):
-    assert (Authenticator({"ak": "sk"}).check(md) is None) == ok
+    at = calendar.timegm((2026, 11, 24, 8, 0, 0))           # the signed date-time, read as UTC
+    assert (Authenticator({"ak": "sk"}, clock=lambda: at).check(md) is None) == ok
+
+
+def _utc(seconds: float) -> str:
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(seconds))
+
+
+@pytest.mark.parametrize("offset_s, ok", [(0, True), (-899, True), (899, True), (-16 * 60, False), (16 * 60, False)])
+def test_signed_date_time_must_be_near_the_server_clock(offset_s, ok):
+    now = float(int(time.time()))
+    why = Authenticator({"ak": "sk"}, clock=lambda: now).check(_md("ak", "sk", _utc(now + offset_s)))
+    assert (why is None) == ok, why
+    if not ok:
+        assert "16m 0s" in why and "900 s allowed" in why
+
+
+@pytest.mark.parametrize("text", ["20010101T000000Z", "yesterday", "20261324T080000Z", "20261124T250000Z",
+                                  "20261124T080000", "2026-11-24 08:00", ""])
+def test_old_and_malformed_date_times_are_refused(text):
+    md = _md("ak", "sk", text)
+    why = Authenticator({"ak": "sk"}).check(md)
+    assert why is not None
+    if text == "20010101T000000Z":
+        assert "behind the server's clock" in why
+    elif text:
+        assert "is not a date-time" in why
+    assert Authenticator({"ak": "sk"}, max_clock_skew_s=0).check(md) is None or not text   # 0: not checked
+
+
+def test_date_time_forms_of_the_official_clients():
+    at = calendar.timegm((2026, 11, 24, 8, 0, 0))
+    assert parse_date_time("20261124T080000Z") == (at, False)                  # Java, Python, Node, C++, Go
+    assert parse_date_time("2026-11-24T08:00:00.123456789Z") == (pytest.approx(at + 0.123456), True)   # Rust: RFC 3339
+    assert parse_date_time("2026-11-24T16:00:00+08:00") == (at, True)
+    # the compact form is also read as the server's local wall time (the Java and Python
+    # clients write local time followed by 'Z')
+    local = time.strftime("%Y%m%dT%H%M%SZ", time.localtime(at))
+    assert abs(clock_skew(local, at)) < 1
 
 
 def test_client_manager_expiry_and_producer_routing():

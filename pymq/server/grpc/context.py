@@ -45,9 +45,10 @@ class CallContext:
         return self.grpc_context.time_remaining()
 
 
-def make_context(grpc_context, authenticator) -> CallContext:
-    """The :class:`CallContext` of a call; raises UNAUTHORIZED when the server has
-    credentials and the call is not signed with one of them."""
+def make_context(grpc_context, authenticator=None) -> CallContext:
+    """The :class:`CallContext` of a call; with an ``authenticator``, raises UNAUTHORIZED
+    when the call is not signed with one of its keys (the server checks before the request
+    is read, in :mod:`.admission`, and passes none here)."""
     md = {}
     for k, v in grpc_context.invocation_metadata() or ():
         if isinstance(v, bytes):

@@ -24,6 +24,7 @@ from pymq.broker.client_manager import ClientManager
 from pymq.broker.receipt_handle import InvalidReceiptHandleError, decode_receipt_handle
 
 from ..error_log import RequestErrorLog
+from .admission import Admission
 from .auth import Authenticator
 from .consume import ConsumeActivity
 from .groups import GroupView
@@ -31,7 +32,7 @@ from .renewal import ReceiptRenewer
 from .route import RouteActivity
 from .send import SendActivity
 from .server_config import ServerConfig
-from .service import MessagingService
+from .service import MessagingService, observe_call
 from .telemetry import TelemetryActivity, TelemetryChannel
 from .transactions import TransactionActivity
 
@@ -63,7 +64,8 @@ class GrpcServer:
         self.broker = broker
         self.config = config or ServerConfig()
         cfg = self.config
-        self.authenticator = Authenticator({cfg.access_key: cfg.secret_key}) if cfg.access_key else None
+        self.authenticator = (Authenticator({cfg.access_key: cfg.secret_key}, cfg.max_clock_skew_s)
+                              if cfg.access_key else None)
         clients = getattr(broker, "client_manager", None)
         self.clients: ClientManager = clients if clients is not None else ClientManager(cfg.client_expire_ms)
         self.executor = ThreadPoolExecutor(max_workers=cfg.max_workers, thread_name_prefix="pymq-grpc")
@@ -119,11 +121,15 @@ class GrpcServer:
         """Bind and start serving; returns the port (useful with port 0)."""
         cfg = self.config
         options = [
-            ("grpc.max_receive_message_length", 130 * 1024 * 1024),
+            ("grpc.max_receive_message_length", cfg.inbound_limit),
             ("grpc.max_send_message_length", -1),
             ("grpc.so_reuseport", 0),
             ("grpc.keepalive_permit_without_calls", 1),
             ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
+            # a stream's receive window grows to the size of a message being read, not on
+            # link estimates: with BDP probing, streams whose request is never read (refused
+            # calls) were each let send megabytes, which the server held (docs/server.md, Limits)
+            ("grpc.http2.bdp_probe", 1 if cfg.http2_bdp_probe else 0),
         ]
         # hostile or dead peers: a socket that never completes the HTTP/2 preface is closed
         # after the preface deadline, a connection with no call for the idle timeout gets
@@ -133,7 +139,14 @@ class GrpcServer:
             options.append(("grpc.server_handshake_timeout_ms", cfg.preface_deadline_ms))
         if cfg.idle_timeout_ms:
             options.append(("grpc.max_connection_idle_ms", cfg.idle_timeout_ms))
-        server = grpc.aio.server(options=options, maximum_concurrent_rpcs=None)
+        # credentials are checked, and unary requests awaited under the frame timeout, from
+        # the call's headers before its message is read (:mod:`.admission`)
+        interceptors = []
+        timeout_s = cfg.handshake_timeout_ms / 1000
+        if self.authenticator is not None or timeout_s:
+            interceptors.append(Admission(self.authenticator, timeout_s, self._refused))
+        server = grpc.aio.server(options=options, interceptors=interceptors,
+                                 maximum_concurrent_rpcs=cfg.max_concurrent_calls or None)
         svc_grpc.add_MessagingServiceServicer_to_server(MessagingService(self), server)
         address = f"[{cfg.host}]:{cfg.port}" if ":" in cfg.host else f"{cfg.host}:{cfg.port}"
         if cfg.tls_cert:
@@ -152,6 +165,14 @@ class GrpcServer:
         self._tasks.append(asyncio.ensure_future(self._housekeeping()))
         self._tasks.append(asyncio.ensure_future(self.renewer.run()))
         return self.port
+
+    def _refused(self, method: str, response) -> None:
+        """A call refused by admission (no credentials...): counted as the handlers count
+        theirs."""
+        self.stats.calls += 1
+        self.stats.errors += 1
+        if self.rpc_observer is not None:
+            observe_call(self, method.rsplit("/", 1)[-1], response, time.perf_counter())
 
     async def _housekeeping(self) -> None:
         while not self.stopping:

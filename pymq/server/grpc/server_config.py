@@ -13,6 +13,10 @@ from pymq.errors import PymqError
 
 from ..addresses import route_host
 
+#: room for what a SendMessage carries besides its bodies (topic, ids, tags, keys, user
+#: properties, protobuf framing of a batch), on top of max_body_size
+INBOUND_ROOM = 1024 * 1024
+
 
 @dataclasses.dataclass
 class ServerConfig:
@@ -49,6 +53,14 @@ class ServerConfig:
                                                  # preface + SETTINGS within this (the lesser of it and the
                                                  # idle timeout); 0: gRPC's default (120 s)
     max_workers: int = 64                        # threads for broker calls that wait for the disk (SYNC_FLUSH)
+    max_inbound_bytes: Optional[int] = None      # largest gRPC message received; None: max_body_size + 1 MiB
+                                                 # (see inbound_limit)
+    max_concurrent_calls: int = 4096             # calls in progress at once, long polls and Telemetry streams
+                                                 # included; beyond, RESOURCE_EXHAUSTED (see validate); 0: no cap
+    http2_bdp_probe: bool = False                # grow HTTP/2 windows on bandwidth-delay estimates (gRPC's
+                                                 # default); off: bounded memory for streams never read
+    max_clock_skew_s: float = 900                # a signed call's x-mq-date-time must be this near the server's
+                                                 # clock (auth.py); 0: not checked
 
     def __post_init__(self) -> None:
         self.validate()
@@ -65,6 +77,26 @@ class ServerConfig:
             raise PymqError("idle_timeout_ms and handshake_timeout_ms must be >= 0")
         if self.min_long_polling_ms > self.max_long_polling_ms:
             raise PymqError("min_long_polling_ms must not exceed max_long_polling_ms")
+        if self.max_inbound_bytes is not None and not 1024 <= self.max_inbound_bytes < 2 ** 31:
+            raise PymqError(f"max_inbound_bytes must be in 1024..2**31-1, not {self.max_inbound_bytes}")
+        if self.max_concurrent_calls < 0 or self.max_clock_skew_s < 0:
+            raise PymqError("max_concurrent_calls and max_clock_skew_s must be >= 0")
+
+    @property
+    def inbound_limit(self) -> int:
+        """The largest gRPC message received (``grpc.max_receive_message_length``); a larger
+        one is refused by gRPC with ``RESOURCE_EXHAUSTED``.
+
+        RocketMQ 5's proxy allows 130 MiB (``ProxyConfig.grpcMaxInboundMessageSize``) while
+        its broker stores at most 4 MiB (``maxMessageSize``, which for a batch counts the
+        encoded batch: bodies, properties and per-message framing). pymq takes
+        ``max_body_size`` plus 1 MiB (5 MiB by default): a single message at the body
+        limit with its 16 KiB of properties fits, and so does a batch of 4 MiB of bodies
+        with up to 1 MiB of per-message fields (about 5000 messages of a few hundred bytes
+        of topic, id, tag, keys and properties each). A batch of more, smaller messages
+        needs a larger ``max_inbound_bytes``; RocketMQ's broker would count those fields
+        against its 4 MiB too."""
+        return self.max_inbound_bytes if self.max_inbound_bytes is not None else self.max_body_size + INBOUND_ROOM
 
     @property
     def preface_deadline_ms(self) -> int:

@@ -1,5 +1,6 @@
-"""``MessagingService``: the gRPC servicer; each call is checked (credentials, client id)
-and handed to the activity that translates it. Errors become the protocol's status in the
+"""``MessagingService``: the gRPC servicer; each call (its credentials checked from its
+headers by :mod:`.admission`, before its message was read) is handed to the activity that
+translates it. Errors become the protocol's status in the
 response, never a broken call: the clients read ``status.code``.
 """
 
@@ -29,7 +30,7 @@ class MessagingService(svc_grpc.MessagingServiceServicer):
         started = time.perf_counter()
         resp = None
         try:
-            ctx = make_context(context, server.authenticator)
+            ctx = make_context(context)
             resp = await handler(ctx, request)
             return resp
         except Exception as exc:
@@ -43,7 +44,7 @@ class MessagingService(svc_grpc.MessagingServiceServicer):
         finally:
             server.stats.in_flight -= 1
             if server.rpc_observer is not None:
-                _observe(server, response_type.DESCRIPTOR.name[:-len("Response")], resp, started)
+                observe_call(server, response_type.DESCRIPTOR.name[:-len("Response")], resp, started)
 
     # -- routes and clients --------------------------------------------------------------
 
@@ -76,7 +77,7 @@ class MessagingService(svc_grpc.MessagingServiceServicer):
     async def Telemetry(self, request_iterator, context):
         self.server.stats.calls += 1
         try:
-            ctx = make_context(context, self.server.authenticator)
+            ctx = make_context(context)
         except RequestError as exc:
             yield svc.TelemetryCommand(status=status_of(exc))
             return
@@ -104,7 +105,7 @@ class MessagingService(svc_grpc.MessagingServiceServicer):
         first = None
         try:
             try:
-                ctx = make_context(context, server.authenticator)
+                ctx = make_context(context)
             except RequestError as exc:
                 yield svc.ReceiveMessageResponse(status=status_of(exc))
                 return
@@ -115,7 +116,7 @@ class MessagingService(svc_grpc.MessagingServiceServicer):
         finally:
             server.stats.in_flight -= 1
             if server.rpc_observer is not None:
-                _observe(server, "ReceiveMessage", first, started)
+                observe_call(server, "ReceiveMessage", first, started)
 
     async def AckMessage(self, request, context):
         return await self._unary(request, context, svc.AckMessageResponse, self.server.consume.ack_message)
@@ -146,7 +147,7 @@ class MessagingService(svc_grpc.MessagingServiceServicer):
         return svc.SyncLiteSubscriptionResponse(status=status(Code.UNSUPPORTED, "lite topics are not supported"))
 
 
-def _observe(server, method: str, resp, started: float) -> None:
+def observe_call(server, method: str, resp, started: float) -> None:
     """Report a finished call to the server's ``rpc_observer`` (latency metrics)."""
     code = Code.Name(resp.status.code) if resp is not None and resp.HasField("status") else "UNKNOWN"
     try:
