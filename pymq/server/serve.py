@@ -77,6 +77,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-clock-skew", type=float, default=900.0, metavar="S",
                         help="with access keys, a call's signed x-mq-date-time must be within S seconds of the "
                              "server's clock, else UNAUTHORIZED (default 900; 0: not checked)")
+    parser.add_argument("--clock-zones", choices=("server", "any"), default="server",
+                        help="read a signed date-time written without a zone (the Java, Python, Go and C# clients "
+                             "write local time) as UTC or the server's zone (server), or in any zone (any: clients "
+                             "elsewhere pass; a captured header then replays for about a day)")
     parser.add_argument("--grpc-bdp-probe", action="store_true",
                         help="let HTTP/2 windows grow on bandwidth-delay estimates (gRPC's default; faster large "
                              "messages on long links, but unread streams may each buffer megabytes)")
@@ -193,6 +197,7 @@ def run(args: argparse.Namespace) -> int:
                            handshake_timeout_ms=round(args.frame_timeout * 1000),
                            max_inbound_bytes=args.grpc_max_inbound_bytes,
                            max_concurrent_calls=args.grpc_max_concurrent_calls, max_clock_skew_s=args.max_clock_skew,
+                           clock_zones=args.clock_zones,
                            http2_bdp_probe=args.grpc_bdp_probe)
     except PymqError as e:
         raise PymqError(f"serve: {e}") from None

@@ -74,6 +74,23 @@ def test_date_time_forms_of_the_official_clients():
     assert abs(clock_skew(local, at)) < 1
 
 
+@pytest.mark.parametrize("zone_s", [8 * 3600, -5 * 3600, 5 * 3600 + 2700, -9 * 3600 - 1800])
+def test_any_zone_reads_local_time_from_elsewhere_and_still_bounds_replays(zone_s):
+    """A client eight hours east (or 5 h 45 west...) writing its local time with a 'Z':
+    refused when only UTC and the server's zone count, passed with ``any_zone``, which
+    still refuses a date more than 14 h 15 min ahead or 12 h 15 min behind, and 2001."""
+    now = float(int(time.time()))
+    strict, anywhere = (Authenticator({"ak": "sk"}, clock=lambda: now, any_zone=a) for a in (False, True))
+    own_zone = time.localtime(now).tm_gmtoff
+    text = _utc(now + zone_s)
+    if zone_s != own_zone:
+        assert "another time zone" in strict.check(_md("ak", "sk", text))
+    assert anywhere.check(_md("ak", "sk", text)) is None
+    assert anywhere.check(_md("ak", "sk", _utc(now + 14 * 3600 + 16 * 60))) is not None
+    assert anywhere.check(_md("ak", "sk", _utc(now - 12 * 3600 - 16 * 60))) is not None
+    assert anywhere.check(_md("ak", "sk", "20010101T000000Z")) is not None
+
+
 def test_client_manager_expiry_and_producer_routing():
     cm = ClientManager(expire_ms=1000)
     a = cm.register("p1", "PRODUCER", None, ["T1"], channel="ch1")

@@ -64,7 +64,8 @@ class GrpcServer:
         self.broker = broker
         self.config = config or ServerConfig()
         cfg = self.config
-        self.authenticator = (Authenticator({cfg.access_key: cfg.secret_key}, cfg.max_clock_skew_s)
+        self.authenticator = (Authenticator({cfg.access_key: cfg.secret_key}, cfg.max_clock_skew_s,
+                                            any_zone=cfg.clock_zones == "any")
                               if cfg.access_key else None)
         clients = getattr(broker, "client_manager", None)
         self.clients: ClientManager = clients if clients is not None else ClientManager(cfg.client_expire_ms)

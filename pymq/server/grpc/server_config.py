@@ -61,6 +61,8 @@ class ServerConfig:
                                                  # default); off: bounded memory for streams never read
     max_clock_skew_s: float = 900                # a signed call's x-mq-date-time must be this near the server's
                                                  # clock (auth.py); 0: not checked
+    clock_zones: str = "server"                  # the compact date-time read as UTC or the server's zone
+                                                 # ("server"), or in any zone ("any": clients elsewhere)
 
     def __post_init__(self) -> None:
         self.validate()
@@ -79,6 +81,8 @@ class ServerConfig:
             raise PymqError("min_long_polling_ms must not exceed max_long_polling_ms")
         if self.max_inbound_bytes is not None and not 1024 <= self.max_inbound_bytes < 2 ** 31:
             raise PymqError(f"max_inbound_bytes must be in 1024..2**31-1, not {self.max_inbound_bytes}")
+        if self.clock_zones not in ("server", "any"):
+            raise PymqError(f"clock_zones must be 'server' or 'any', not {self.clock_zones!r}")
         if self.max_concurrent_calls < 0 or self.max_clock_skew_s < 0:
             raise PymqError("max_concurrent_calls and max_clock_skew_s must be >= 0")
 
