@@ -17,7 +17,7 @@ import grpc
 import pytest
 
 from .conftest import ServerProcess
-from .hostile_support import RawGrpcCall, grpc_probe, grpc_signed_probe, memory_kib, signed_metadata
+from .hostile_support import RawGrpcCall, grpc_probe, memory_kib, signed_metadata
 
 AK, SK = "attack-ak", "attack-sk"
 MIB = 1024 * 1024
@@ -33,6 +33,15 @@ def auth_server(tmp_path_factory):
                       "--frame-timeout", "1").start()
     yield s
     s.stop()
+
+
+@pytest.fixture(scope="module")
+def client_probe(auth_server):
+    """The official Python client (rocketmq-python-client 5.x, with the server's
+    credentials): ``round()`` sends a message and receives it, in seconds."""
+    from .official_probes import GrpcClientProbe
+    with GrpcClientProbe(auth_server.endpoint, "GrpcProbeTopic", "grpc-probe-group", AK, SK) as probe:
+        yield probe
 
 
 @pytest.fixture(scope="module")
@@ -64,11 +73,11 @@ def _probing(probe, until: threading.Event) -> tuple[threading.Thread, list]:
     return t, out
 
 
-def _attack(srv, topic: str, waves: int, specs: list, sign: bool = False) -> dict:
+def _attack(srv, probe, topic: str, waves: int, specs: list, sign: bool = False) -> dict:
     """:mod:`grpc_flood` (its own process) sends ``waves`` waves of ``specs`` (``(body size,
-    count)``) to ``srv`` while a signed probe runs here; the outcome of each call, the
-    probes' seconds and the server's peak RSS over its level before the attack."""
-    probe = lambda: grpc_signed_probe(srv.endpoint, AK, SK)      # noqa: E731
+    count)``) to ``srv`` while ``probe()`` (the official client's round) runs here; the
+    outcome of each call, the probes' seconds and the server's peak RSS over its level
+    before the attack."""
     probe()
     probe()                                         # topics, groups and caches exist
     before = memory_kib(srv.proc.pid)
@@ -109,12 +118,12 @@ def _persisted_topics(store: str) -> set:
     return names
 
 
-def test_huge_unsigned_sends_are_refused_before_their_body_is_read(auth_server):
+def test_huge_unsigned_sends_are_refused_before_their_body_is_read(auth_server, client_probe):
     """8 sends of 100 MiB and 8 just under the 5 MiB limit, twice, without credentials:
     refused (UNAUTHORIZED in the response, or RESOURCE_EXHAUSTED for the ones beyond the
     limit) while the server's peak RSS grows < 64 MiB and a signed probe answers < 1 s."""
     from rocketmq.grpc_protocol import definition_pb2 as pb
-    result = _attack(auth_server, "UnsignedHugeTopic", 2, [(100 * MIB, 8), (INBOUND - 4096, 8)])
+    result = _attack(auth_server, client_probe.round, "UnsignedHugeTopic", 2, [(100 * MIB, 8), (INBOUND - 4096, 8)])
     _assert_held(result)
     for wave in result["outcomes"]:
         assert all(x in (pb.Code.UNAUTHORIZED, "RESOURCE_EXHAUSTED") for x in wave[:8]), wave
@@ -123,10 +132,10 @@ def test_huge_unsigned_sends_are_refused_before_their_body_is_read(auth_server):
     assert "UnsignedHugeTopic" not in _persisted_topics(auth_server.store)
 
 
-def test_oversized_signed_sends_get_resource_exhausted_before_they_are_buffered(auth_server):
+def test_oversized_signed_sends_get_resource_exhausted_before_they_are_buffered(auth_server, client_probe):
     """8 signed sends of 100 MiB: gRPC refuses them (RESOURCE_EXHAUSTED) from the announced
     length, the peak RSS grows < 64 MiB, the probe answers < 1 s; nothing is stored."""
-    result = _attack(auth_server, "SignedHugeTopic", 1, [(100 * MIB, 8)], sign=True)
+    result = _attack(auth_server, client_probe.round, "SignedHugeTopic", 1, [(100 * MIB, 8)], sign=True)
     _assert_held(result)
     assert result["outcomes"] == [["RESOURCE_EXHAUSTED"] * 8], result["outcomes"]
     time.sleep(0.5)
