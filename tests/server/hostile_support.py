@@ -146,33 +146,6 @@ def signed_metadata(ak: str, sk: str, date_time: str | None = None, client_id: s
                               f"Signature={sign(sk, dt)}")]
 
 
-def grpc_signed_probe(endpoint: str, ak: str, sk: str, topic: str = "ProbeTopic") -> float:
-    """:func:`grpc_probe` with signed calls: send one message, receive it; the seconds taken."""
-    from rocketmq.grpc_protocol import definition_pb2 as pb, service_pb2 as svc, MessagingServiceStub
-    t0 = time.monotonic()
-    body = b"probe-%d" % next(_ids)
-    with grpc.insecure_channel(endpoint) as ch:
-        stub = MessagingServiceStub(ch)
-        req = svc.SendMessageRequest()
-        m = req.messages.add(body=body)
-        m.topic.name = topic
-        m.system_properties.message_id = f"ID{next(_ids)}"
-        sent = stub.SendMessage(req, metadata=signed_metadata(ak, sk), timeout=5)
-        assert sent.status.code == pb.Code.OK, sent
-        req = svc.ReceiveMessageRequest(batch_size=32)
-        req.group.name = "probe-group"
-        req.message_queue.topic.name = topic
-        req.invisible_duration.seconds = 30
-        req.long_polling_timeout.seconds = 5
-        got = []
-        deadline = time.monotonic() + 10
-        while body not in got and time.monotonic() < deadline:
-            items = list(stub.ReceiveMessage(req, metadata=signed_metadata(ak, sk), timeout=10))
-            got += [x.message.body for x in items if x.HasField("message")]
-        assert body in got, got
-    return time.monotonic() - t0
-
-
 def memory_kib(pid: int) -> dict:
     """``{"VmRSS": KiB, "VmHWM": KiB}`` of a process, from /proc/PID/status."""
     out = {}
