@@ -36,7 +36,7 @@ import org.apache.rocketmq.tools.command.MQAdminStartup;
  *   java RmqProbe NAMESRV BROKER_ADDR PLAN.json OUT.json
  *
  * Steps ({"op": ...}): createTopic, send, dump, pullTag, query, uniq, viewOffsetId,
- * mqadmin, offsets, consume. A step that throws records {"error": "..."} and the plan goes on.
+ * mqadmin, offsets, consume, searchOffset. A step that throws records {"error": "..."} and the plan goes on.
  */
 public class RmqProbe {
     static String ns;
@@ -106,6 +106,14 @@ public class RmqProbe {
                 return out;
             }
             case "consume": return consume(s.getString("group"), s.getString("topic"), s.getJSONObject("counts"));
+            case "searchOffset": {        // {queueId: offset} for a time: "timestamp", or now + "deltaMs"
+                long ts = s.containsKey("timestamp") ? s.getLongValue("timestamp")
+                    : System.currentTimeMillis() + s.getLongValue("deltaMs");
+                JSONObject out = new JSONObject();
+                for (MessageQueue mq : queues(s.getString("topic")))
+                    out.put(String.valueOf(mq.getQueueId()), admin.searchOffset(mq, ts));
+                return out;
+            }
             default: throw new IllegalArgumentException("unknown op " + s.getString("op"));
         }
     }

@@ -1,0 +1,105 @@
+"""mqadmin and the Java client's admin calls, the same against RocketMQ 4.9.7 and pymq
+(issue 25): clusterList, brokerStatus, searchOffset, resetOffsetByTime, and a delay-level
+message as its consumer gets it."""
+
+from __future__ import annotations
+
+import base64
+import re
+import time
+
+import pytest
+
+#: the keys of a 4.9.7 broker's runtime table (brokerStatus); the commit log's path is
+#: part of one key's name, written here as <dir>
+BROKER_STATUS_KEYS = {
+    "EndTransactionQueueSize", "EndTransactionThreadPoolQueueCapacity", "bootTimestamp", "brokerVersion",
+    "brokerVersionDesc", "commitLogDirCapacity", "commitLogDiskRatio", "commitLogDiskRatio_<dir>",
+    "commitLogMaxOffset", "commitLogMinOffset", "consumeQueueDiskRatio", "dispatchBehindBytes", "dispatchMaxBuffer",
+    "earliestMessageTimeStamp", "getFoundTps", "getMessageEntireTimeMax", "getMissTps", "getTotalTps",
+    "getTransferedTps", "msgGetTotalTodayMorning", "msgGetTotalTodayNow", "msgGetTotalYesterdayMorning",
+    "msgPutTotalTodayMorning", "msgPutTotalTodayNow", "msgPutTotalYesterdayMorning", "pageCacheLockTimeMills",
+    "pullThreadPoolQueueCapacity", "pullThreadPoolQueueHeadWaitTimeMills", "pullThreadPoolQueueSize",
+    "putLatency99", "putLatency999", "putMessageAverageSize", "putMessageDistributeTime", "putMessageEntireTimeMax",
+    "putMessageFailedTimes", "putMessageSizeTotal", "putMessageTimesTotal", "putTps", "queryThreadPoolQueueCapacity",
+    "queryThreadPoolQueueHeadWaitTimeMills", "queryThreadPoolQueueSize", "remainHowManyDataToFlush",
+    "remainTransientStoreBufferNumbs", "runtime", "sendThreadPoolQueueCapacity",
+    "sendThreadPoolQueueHeadWaitTimeMills", "sendThreadPoolQueueSize", "startAcceptSendRequestTimeStamp",
+}
+PYMQ_EXTRA_KEYS = {"pymqVersion", "remotingConnections"}
+
+
+def _messages(n: int, tag: str = "t", **extra) -> list:
+    return [{"body": base64.b64encode(b"m%d" % i).decode(), "tags": tag, "queue": 0, **extra} for i in range(n)]
+
+
+def _table(text: str) -> dict:
+    """``key : value`` lines of brokerStatus."""
+    out = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            out[key.strip()] = value.strip()
+    return out
+
+
+def test_cluster_list_prints_the_broker_without_nulls(probe, counterpart):
+    probe([{"op": "send", "topic": "ClusterTopic", "messages": _messages(3)}])
+    out, = probe([{"op": "mqadmin", "args": ["clusterList"]}])
+    row = next(x for x in out.splitlines() if counterpart.address in x)
+    assert "V4_9_7" in row and "null" not in out and "Exception" not in out, out
+    # #InTPS(LOAD) and #OutTPS(LOAD): "rate(queue size,head wait ms)"
+    assert len(re.findall(r"\d+\.\d\d\(\d+,\d+ms\)", row)) == 2, row
+
+
+def test_broker_status_has_every_key_of_a_4_9_7_broker(probe, counterpart):
+    out, = probe([{"op": "mqadmin", "args": ["brokerStatus", "-b", counterpart.address]}])
+    table = _table(out)
+    keys = {re.sub(r"^commitLogDiskRatio_.*", "commitLogDiskRatio_<dir>", k) for k in table}
+    assert keys - PYMQ_EXTRA_KEYS == BROKER_STATUS_KEYS, sorted(keys ^ BROKER_STATUS_KEYS)
+    assert table["brokerVersion"] == "407" and table["brokerVersionDesc"] == "V4_9_7"
+    # rates over 10 s, 1 min, 10 min (a young 4.9.7 broker leaves the longer ones empty)
+    assert all(float(x) >= 0 for x in table["putTps"].split()) and int(table["msgPutTotalTodayNow"]) >= 0
+    assert re.fullmatch(r"Total : [\d.]+ \wiB, Free : [\d.]+ \wiB\.", table["commitLogDirCapacity"]), table
+
+
+def test_search_offset_answers_the_nearest_message(probe):
+    """Five messages in queue 0: a time after the last gives the last one's offset (4, not
+    the queue's end), a time before the first gives 0."""
+    probe([{"op": "createTopic", "topic": "SearchTopic", "queues": 1},
+           {"op": "send", "topic": "SearchTopic", "messages": _messages(5)}])
+    after, before = probe([{"op": "searchOffset", "topic": "SearchTopic", "deltaMs": 60_000},
+                           {"op": "searchOffset", "topic": "SearchTopic", "deltaMs": -3_600_000}])
+    assert after == {"0": 4} and before == {"0": 0}, (after, before)
+
+
+def test_reset_offset_by_time_with_no_consumer_online_moves_the_offsets(probe):
+    """The group consumed all five and went away: resetOffsetByTime to a time before the
+    first message is answered CONSUMER_NOT_ONLINE by the broker, mqadmin then writes the
+    offsets itself, and the group's offsets are back at 0."""
+    t0 = int(time.time() * 1000) - 60_000
+    probe([{"op": "createTopic", "topic": "ResetTopic", "queues": 1},
+           {"op": "send", "topic": "ResetTopic", "messages": _messages(5)},
+           {"op": "consume", "group": "reset_group", "topic": "ResetTopic", "counts": {"0": 5}}])
+    out, offsets = probe([{"op": "mqadmin", "args": ["resetOffsetByTime", "-g", "reset_group", "-t", "ResetTopic",
+                                                     "-s", str(t0)]},
+                          {"op": "offsets", "group": "reset_group", "topic": "ResetTopic"}])
+    assert "Exception" not in out and "not supported" not in out, out
+    assert offsets == {"0": 0}, (offsets, out)
+
+
+def test_a_delivered_delay_message_keeps_its_delay_level(probe):
+    sent, = probe([{"op": "send", "topic": "DelayTopic", "messages": _messages(1, delayLevel=1)}])
+    dump, = probe([{"op": "dump", "topics": ["DelayTopic"], "waitFor": {"DelayTopic": 1}, "waitMs": 20_000}])
+    got = dump["DelayTopic"]
+    assert len(got) == 1, dump
+    props = got[0]["properties"]
+    assert props["DELAY"] == "1" and props["REAL_TOPIC"] == "DelayTopic" and props["REAL_QID"] == "0", props
+    assert got[0]["msgId"] == sent[0]["msgId"] or props.get("UNIQ_KEY") == sent[0]["msgId"]
+
+
+@pytest.fixture(autouse=True)
+def _timing(request, counterpart):
+    t0 = time.monotonic()
+    yield
+    print(f"{request.node.name}: {time.monotonic() - t0:.1f} s")
