@@ -165,7 +165,7 @@ def test_pymq_store_opens_in_rocketmq(real_broker, rocketmq_probe, tmp_path):
     sent = [{"body": base64.b64encode(b"from java %d" % j).decode(), "tags": "TagJ", "keys": f"java-{j}",
              "props": {"src": "java", "note": NOTE}, "queue": j % 4} for j in range(8)]
     (java, tag_a, by_key, uniq, by_id, admin_text, off1, off2, _, sent_orders, sent_new,
-     committed, after) = rocketmq_probe.run(broker, [
+     committed, after, progress) = rocketmq_probe.run(broker, [
         {"op": "dump", "topics": ["RtOrders", "RtEvents"], "waitFor": {"RtOrders": 241}, "waitMs": 30000},
         {"op": "pullTag", "topic": "RtOrders", "tag": "TagA"},
         {"op": "query", "topic": "RtOrders", "key": "cust-3"},
@@ -179,6 +179,9 @@ def test_pymq_store_opens_in_rocketmq(real_broker, rocketmq_probe, tmp_path):
         {"op": "send", "topic": "RtNew", "messages": [dict(m, queue=m["queue"] % 2) for m in sent[:4]]},
         {"op": "consume", "group": "rt-group-1", "topic": "RtOrders", "counts": {"0": 2, "3": 2}},
         {"op": "dump", "topics": ["RtOrders", "RtEvents", "RtNew"], "waitMs": 0},
+        # the groups pymq's embedded commits registered have their %RETRY% topic, which
+        # consumerProgress asks routes for (issue 25: "No topic route info ... %RETRY%")
+        {"op": "mqadmin", "args": ["consumerProgress", "-g", "rt-group-2"]},
     ])
     # the broker delivered pymq's pending delay-level message (SCHEDULE_TOPIC_XXXX queue 1,
     # its due time in the tags code) to its real topic and queue; the rest is pymq's records
@@ -193,6 +196,7 @@ def test_pymq_store_opens_in_rocketmq(real_broker, rocketmq_probe, tmp_path):
     assert mqadmin_rows(admin_text) == [(hit["queueId"], hit["queueOffset"])], admin_text
     assert (off1["0"], off1["2"], off2["1"]) == (7, 30, 11)
     assert committed == {"0": 9, "3": 2}         # 2 more from 7, 2 from the start
+    assert "RtEvents" in progress and "Exception" not in progress and "route" not in progress, progress
     assert all(m["status"] == "SEND_OK" for m in sent_orders + sent_new)
     broker.stop()
     assert not (path / "abort").exists()

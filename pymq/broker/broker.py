@@ -30,8 +30,9 @@ from .recall import RecallTooLateError, decode_recall_handle, delete_mark, encod
 from .rebalance_lock import RebalanceLockManager
 from .retry import SendMessageBackService
 from .subscription_group import SubscriptionGroupConfig, SubscriptionGroupManager
-from .topic_config import TopicConfigManager
+from .topic_config import PERM_READ, PERM_WRITE, TopicConfigManager, retry_topic
 from .transaction import TransactionalMessageService
+from .validators import group_problem, is_system_group
 
 
 class Broker(MessageStore):
@@ -66,6 +67,7 @@ class Broker(MessageStore):
             #: without access keys, plaintext listeners), ``{"kind", "message"}`` each; shown in
             #: ``stats()["server"]["warnings"]`` and the metrics
             self.server_warnings: list[dict] = []
+            self._registered_groups: set[str] = set()     # groups whose retry topic exists
         except BaseException:
             super().shutdown()
             raise
@@ -123,6 +125,25 @@ class Broker(MessageStore):
             raise TypeError(f"unknown subscription group settings: {', '.join(sorted(unknown))}")
         return self.subscription_group_manager.update_subscription_group_config(
             dataclasses.replace(base, **settings))
+
+    def commit_offset(self, group: str, topic: str, queue_id: int, offset: int, durable: bool = False) -> None:
+        """:meth:`pymq.MessageStore.commit_offset`, and, the first time a group commits,
+        what a RocketMQ broker does when a consumer group first registers: the group gets
+        its subscription entry (when groups are created automatically) and its retry topic
+        ``%RETRY%{group}``, so RocketMQ's tools (``consumerProgress``) find the group's
+        routes in this store too."""
+        if group not in self._registered_groups:
+            self._register_group(group)
+        super().commit_offset(group, topic, queue_id, offset, durable)
+
+    def _register_group(self, group: str) -> None:
+        if not isinstance(group, str) or group_problem(group) is not None or is_system_group(group):
+            return
+        cfg = self.subscription_group_manager.find_subscription_group_config(group)
+        if cfg is not None:
+            self.topic_config_manager.create_topic_of_group(retry_topic(group), cfg.retry_queue_nums,
+                                                            PERM_READ | PERM_WRITE)
+            self._registered_groups.add(group)
 
     # -- retry and dead letter ---------------------------------------------------------------
 
