@@ -25,6 +25,7 @@ def test_simple_consumer_fifo_group_one_message_of_a_group_at_a_time(server_fact
         for _ in range(3):
             msgs = c.receive(32, 30)
             assert len(msgs) == 1, [m.body for m in msgs]      # the group's next one only
+            assert msgs[0].message_group == "A" and msgs[0].properties["__SHARDINGKEY"] == "A"   # as RocketMQ 5
             order.append(msgs[0].body)
             c.ack(msgs[0])
         assert order == [b"a0", b"a1", b"a2"]

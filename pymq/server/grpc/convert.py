@@ -22,13 +22,15 @@ from pymq._core.message import Message
 from . import names
 from .status import Code, RequestError
 
-# properties that RocketMQ sets itself (MessageConst's system set, the ones pymq writes)
+# properties that RocketMQ sets itself (MessageConst's system set, the ones pymq writes);
+# received messages show the others as user properties, __SHARDINGKEY and
+# __transactionId__ among them, as RocketMQ 5's proxy does (GrpcConverter)
 SYSTEM_PROPERTIES = frozenset({
-    "UNIQ_KEY", "TAGS", "KEYS", "__SHARDINGKEY", "DELAY", "WAIT", "RETRY_TOPIC", "REAL_TOPIC", "REAL_QID",
+    "UNIQ_KEY", "TAGS", "KEYS", "DELAY", "WAIT", "RETRY_TOPIC", "REAL_TOPIC", "REAL_QID",
     "TRAN_MSG", "PGROUP", "MIN_OFFSET", "MAX_OFFSET", "BUYER_ID", "ORIGIN_MESSAGE_ID", "TRANSFER_FLAG",
     "CORRECTION_FLAG", "MQ2_FLAG", "RECONSUME_TIME", "MSG_REGION", "TRACE_ON", "MAX_RECONSUME_TIMES",
     "CONSUME_START_TIME", "POP_CK", "POP_CK_OFFSET", "1ST_POP_TIME", "TRANSACTION_CHECK_TIMES",
-    "CHECK_IMMUNITY_TIME_IN_SECONDS", "__transactionId__", "TIMER_DELIVER_MS", "TIMER_DELAY_SEC",
+    "CHECK_IMMUNITY_TIME_IN_SECONDS", "TIMER_DELIVER_MS", "TIMER_DELAY_SEC",
     "TIMER_DELAY_MS", "TIMER_OUT_MS", "TIMER_ENQUEUE_MS", "TIMER_DEQUEUE_MS", "TIMER_ROLL_TIMES",
     "TIMER_DEL_UNIQKEY", "INNER_NUM", "INNER_BASE", "INNER_MULTI_DISPATCH", "INNER_MULTI_QUEUE_OFFSET",
     "DLQ_ORIGIN_TOPIC", "DLQ_ORIGIN_MESSAGE_ID", "__RECALL_HANDLE",

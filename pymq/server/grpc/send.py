@@ -137,26 +137,27 @@ class SendActivity:
             if st.code == _OK:
                 first = result.queue_offset
                 for i, msg in enumerate(msgs):
-                    add(status=st, message_id=msg.properties["UNIQ_KEY"], offset=first + i)
+                    uniq = msg.properties["UNIQ_KEY"]
+                    add(status=st, message_id=uniq, transaction_id=uniq, offset=first + i)
                 sent = len(msgs)
                 if server.in_observer is not None:
                     observe(server, server.in_observer, topic, NORMAL, len(msgs), result.wrote_bytes)
             else:
                 for msg in msgs:
-                    add(status=st, message_id=msg.properties["UNIQ_KEY"])
+                    add(status=st, message_id=msg.properties["UNIQ_KEY"], transaction_id=msg.properties["UNIQ_KEY"])
                 sent = 0
             resp.status.CopyFrom(st)       # every entry alike
         else:
             for msg, tx in converted:
-                e = resp.entries.add(message_id=msg.properties["UNIQ_KEY"])
+                uniq = msg.properties["UNIQ_KEY"]
+                e = resp.entries.add(message_id=uniq, transaction_id=uniq)    # RocketMQ 5: the UNIQ_KEY, every send
                 try:
                     if msg.message_group is not None:
                         msg.queue_id = java_string_hash(msg.message_group) % n
                     else:
                         msg.queue_id = self._next_queue(topic, n)
                     if tx:
-                        result, transaction_id = await server.transactions.put_half(ctx, msg)
-                        e.transaction_id = transaction_id
+                        result, _ = await server.transactions.put_half(ctx, msg)
                     else:
                         result = await server.call(broker.put_message, msg)
                     e.status.CopyFrom(put_status(result))
