@@ -166,3 +166,14 @@ def test_a_big_frame_then_idle_gives_back_its_buffer():
     assert len(h.got) == 1 and len(h.reader.buf) <= CHUNK
     assert json.loads(json.dumps(h.got[0].ext_fields)) == {"k0": "v1-0"}
     assert decode_frame(memoryview(encode(h.got[0]))[4:]).body == h.got[0].body
+
+
+def test_release_gives_the_buffer_back_at_once():
+    """A closed connection's reader drops its buffer itself: connection and reader refer to
+    each other, and a quiet server may not run the cycle collector for a long time (a
+    stalled 16 MiB frame per closed connection stayed resident before)."""
+    h = Harness(budget=1 << 30)
+    raw = encode(_cmd(310, 1, 2 << 20, 1))
+    h.feed(raw[:1 << 20], [CHUNK], on_wait=lambda: None)      # admitted, half read
+    assert len(h.reader.buf) >= 2 << 20 and h.reader.admitted
+    assert h.reader.release() == len(raw) and len(h.reader.buf) == 0 and not h.reader.in_frame

@@ -76,11 +76,14 @@ def _attack(srv, probe, ext: dict, count: int = STALLED) -> dict:
     rss, hwm = memory_mib(pid)
     prober.join(30)
     closed = wait_closed(socks, FRAME_S + 3)
+    time.sleep(0.5)
+    after, _ = memory_mib(pid)           # closed connections give their buffers back at once
     for s in socks:
         s.close()
     print(f"{count} stalled frames: RSS {base_rss:.0f} -> {rss:.0f} MiB (peak {hwm:.0f}), probes "
           f"{[round(x, 3) if isinstance(x, float) else x for x in probes]}, closed {closed}")
-    return {"base": base_rss, "rss": rss, "hwm": hwm, "probes": probes, "closed": closed, "sent_s": sent_s}
+    return {"base": base_rss, "rss": rss, "hwm": hwm, "after": after, "probes": probes, "closed": closed,
+            "sent_s": sent_s}
 
 
 def _probes_ok(probes: list) -> bool:
@@ -101,6 +104,7 @@ def test_stalled_frames_with_a_known_key_and_a_bad_signature_share_a_small_budge
     connections not yet signed in; each holds at most one read's buffer meanwhile."""
     r = _attack(keyed_server, java_probe.round, dict(SEND_EXT, AccessKey=AK, Signature="forged"))
     assert r["hwm"] < 256 and r["rss"] - r["base"] < 96, r
+    assert r["after"] - r["base"] < 24, r      # each frame admitted in turn (16 MiB) was freed with its connection
     assert _probes_ok(r["probes"]), r
     assert r["closed"] == STALLED, r
 

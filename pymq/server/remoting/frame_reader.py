@@ -191,7 +191,16 @@ class FrameReader:
         self.view = memoryview(self.buf)
 
     def release(self) -> int:
-        """The connection closed: the bytes it had admitted (to be given back)."""
+        """The connection closed: the bytes it had admitted (to be given back). The buffer
+        goes at once: the connection and its reader refer to each other, so without this a
+        closed connection's buffer would wait for the cycle collector, which a quiet server
+        seldom runs (16 MiB per stalled frame, measured)."""
         n, self.admitted = self.admitted, 0
         self.start = self.end = self.skip = 0
+        try:
+            self.view.release()
+        except BufferError:         # a slice still exported: it goes with its last reference
+            pass
+        self.buf = bytearray()
+        self.view = memoryview(self.buf)
         return n
