@@ -25,6 +25,7 @@ def test_statuses_of_a_real_put_and_get(tmp_path):
     with pymq.MessageStore(str(tmp_path / "s"), small_config()) as store:
         put = store.put_message(pymq.Message("T", b"x"))
         bad = store.put_message(pymq.Message("T", b"y" * (store.config.max_message_size + 1)))
+        assert store.wait_message("T", 0, 0, 10.0)           # dispatched to the queue
         got = store.get_message("g", "T", 0, 0)
     assert (str(put.status), str(got.status)) == ("PUT_OK", "FOUND")
     assert str(bad.status) == "MESSAGE_ILLEGAL" and f"{bad.status}" == "MESSAGE_ILLEGAL"
