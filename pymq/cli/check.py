@@ -75,7 +75,7 @@ def _print_report(report) -> None:
     print(f"index      {report.index_files} files, {report.index_entries:,} entries")
     for hole in report.holes:
         line(f"hole       {hole.start:,}..{hole.end:,} ({hole.size:,} bytes) in {hole.segment}: "
-              f"{hole.records:,} record(s) lost")
+             f"{hole.records:,} record(s) lost")
     for note in report.notes:
         line(f"note       {note}")
     if report.ok:
