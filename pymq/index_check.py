@@ -76,9 +76,16 @@ class _IndexFileCheck:
         self.path, self.name, self.walk, self.min_offset, self.report = path, name, walk, min_offset, report
         self.slots, self.entries = config.index_hash_slots, config.index_max_entries
 
-    def _read(self) -> bytes:
+    def _read(self) -> tuple[bytes, bytes]:
+        """The header and the entries its ``indexCount`` says are written, read in that
+        order (a writer raises the count after writing an entry). The slots are checked on
+        the mapped file (``_structure``); the file's unwritten rest, most of its size, is
+        not read."""
         with open(self.path, "rb") as f:
-            return f.read()
+            header = f.read(_HEADER)
+            count, _ = self._count(header)
+            f.seek(_HEADER + self.slots * 4)
+            return header, f.read(count * _ENTRY.size)
 
     def run(self) -> None:
         data = self._read()
@@ -107,13 +114,13 @@ class _IndexFileCheck:
             return self.entries, [f"indexCount {count} > {self.entries} entries"]
         return count, []
 
-    def _problems(self, data: bytes, count_entries: bool) -> list[str]:
-        """What is wrong in ``data``; with ``count_entries``, the entries are also counted
-        (into the report and into the holes they point into)."""
-        count, out = self._count(data)
-        base = _HEADER + self.slots * 4
+    def _problems(self, data: tuple[bytes, bytes], count_entries: bool) -> list[str]:
+        """What is wrong in ``data`` (header, entries); with ``count_entries``, the
+        entries are also counted (into the report and into the holes they point into)."""
+        header, entries = data
+        count, out = self._count(header)
         for n in range(1, count):
-            h, phy, _diff, prev = _ENTRY.unpack_from(data, base + n * _ENTRY.size)
+            h, phy, _diff, prev = _ENTRY.unpack_from(entries, n * _ENTRY.size)
             why = self._entry_problem(n, h, phy, prev, count_entries)
             if why:
                 out.append(why)

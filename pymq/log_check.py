@@ -26,6 +26,7 @@ import time
 from typing import Callable, Optional
 
 from pymq._core import record
+from pymq.store.log_walk import written_end
 
 __all__ = ["Hole", "LogWalk"]
 
@@ -134,9 +135,12 @@ class LogWalk:
             self.records += count
             if blank or pos >= fs:
                 return
-            nxt = record.next_record(mf, pos + 1, fs)
+            # the rest of a sparse segment is not read: past its last data extent it is zero,
+            # where no record starts (as recovery's resync, :func:`log_walk.written_end`)
+            written = written_end(mf, pos, fs)
+            nxt = record.next_record(mf, pos + 1, fs) if written > pos else -1
             if live:
-                last_byte = record.last_nonzero(mf, pos, fs) if nxt < 0 else -1
+                last_byte = written - 1 if nxt < 0 and written > pos else -1
                 if nxt < 0 and last_byte < 0:
                     self.end = mf.file_from_offset + pos          # not yet written
                     return
@@ -151,7 +155,7 @@ class LogWalk:
                     nxt = fs                                    # the rest of the segment, blank included
                 else:
                     self.end = mf.file_from_offset + pos
-                    last_byte = record.last_nonzero(mf, pos, fs)
+                    last_byte = written - 1 if written > pos else -1
                     if last_byte >= 0:
                         self.tail = Hole(name, self.end, mf.file_from_offset + last_byte + 1,
                                          "damaged tail" if self.clean_exit else "torn tail")

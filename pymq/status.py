@@ -6,7 +6,21 @@ This module imports nothing from pymq.
 import enum
 
 
-class PutMessageStatus(enum.IntEnum):
+class _StatusEnum(enum.IntEnum):
+    """An ``IntEnum`` that prints as its RocketMQ name: ``str(status)`` and ``f"{status}"``
+    give ``"PUT_OK"``, not ``"0"``. It still compares and serialises as its number (JSON,
+    the protocols); a numeric format (``f"{status:d}"``) gives the number."""
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __format__(self, spec: str) -> str:
+        if spec and spec[-1] in "bcdoxXneEfFgG%":
+            return int.__format__(self, spec)
+        return format(self.name, spec)
+
+
+class PutMessageStatus(_StatusEnum):
     """Outcome of ``put_message`` / ``put_messages`` (RocketMQ 4.9.x names, then 5.x's
     timer statuses in 5.x's order; RocketMQ 5's statuses pymq never returns are left out).
 
@@ -32,7 +46,7 @@ class PutMessageStatus(enum.IntEnum):
     WHEEL_TIMER_NOT_ENABLE = 12
 
 
-class AppendMessageStatus(enum.IntEnum):
+class AppendMessageStatus(_StatusEnum):
     """Outcome of one append into a commit-log segment."""
 
     PUT_OK = 0
@@ -42,7 +56,7 @@ class AppendMessageStatus(enum.IntEnum):
     UNKNOWN_ERROR = 4
 
 
-class GetMessageStatus(enum.IntEnum):
+class GetMessageStatus(_StatusEnum):
     """Outcome of ``get_message`` (RocketMQ 4.9.x names)."""
 
     FOUND = 0

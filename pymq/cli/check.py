@@ -16,14 +16,16 @@ import sys
 
 import pymq
 
+from .arguments import INT32_MAX, bounded_int
+from .layout import wrap_line
 from .registry import EXIT_ERROR, command
 
 
 def _check_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.add_argument("--index-hash-slots", type=int, default=None, metavar="N",
+    parser.add_argument("--index-hash-slots", type=bounded_int(1, INT32_MAX), default=None, metavar="N",
                         help="index slots per file, for stores that did not record their sizes")
-    parser.add_argument("--index-max-entries", type=int, default=None, metavar="N",
+    parser.add_argument("--index-max-entries", type=bounded_int(1, INT32_MAX), default=None, metavar="N",
                         help="index entries per file, for stores that did not record their sizes")
 
 
@@ -63,20 +65,23 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def _print_report(report) -> None:
+    def line(text: str, indent: int = 11) -> None:
+        print(wrap_line(text, indent))
+
     print(f"store      {report.path}")
     print(f"commitlog  {report.segments} segments from offset {max(report.min_commitlog_offset, 0):,}, "
           f"{report.records:,} records (CRC checked)")
     print(f"queues     {report.queues} consume queues, {report.queue_entries:,} entries")
     print(f"index      {report.index_files} files, {report.index_entries:,} entries")
     for hole in report.holes:
-        print(f"hole       {hole.start:,}..{hole.end:,} ({hole.size:,} bytes) in {hole.segment}: "
-              f"{hole.records:,} record(s) lost")
+        line(f"hole       {hole.start:,}..{hole.end:,} ({hole.size:,} bytes) in {hole.segment}: "
+             f"{hole.records:,} record(s) lost")
     for note in report.notes:
-        print(f"note       {note}")
+        line(f"note       {note}")
     if report.ok:
         print("result     OK: no damage found")
         return
     print(f"result     DAMAGED: {len(report.problems)} problem(s)")
     width = max(len(p.kind) + len(p.where) + 3 for p in report.problems)
     for p in report.problems:
-        print(f"  {(p.kind + ' ' + p.where).ljust(width)} {p.detail}")
+        line(f"  {(p.kind + ' ' + p.where).ljust(width)} {p.detail}", min(width + 3, 24))

@@ -8,6 +8,7 @@ import os
 
 import pymq
 
+from .arguments import bounded_float, non_empty
 from .queries import _emit, _json_flag, _table, _topic_arg
 from .registry import command
 
@@ -28,7 +29,7 @@ def _open_writer(args: argparse.Namespace, **settings):
 
 
 def _clean_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--reserved-hours", type=float, default=72.0, metavar="H",
+    parser.add_argument("--reserved-hours", type=bounded_float(0, 1e6, low_open=True), default=72.0, metavar="H",
                         help="delete commit-log files last written more than H hours ago (default 72, "
                              "RocketMQ's fileReservedTime; fractions allowed)")
     parser.add_argument("--force", action="store_true",
@@ -87,9 +88,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _resend_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-g", "--group", required=True, help="consumer group")
+    parser.add_argument("-g", "--group", type=non_empty, required=True, help="consumer group")
     which = parser.add_mutually_exclusive_group(required=True)
-    which.add_argument("-i", "--msg-id", help="offset message id of one message in %%DLQ%%GROUP")
+    which.add_argument("-i", "--msg-id", type=non_empty, help="offset message id of one message in %%DLQ%%GROUP")
     which.add_argument("--all", action="store_true", help="every dead letter of the group not resent yet")
     _json_flag(parser)
 

@@ -20,8 +20,13 @@ import time
 
 from pymq.broker.pop_view import PopView
 
+from .arguments import INT32_MAX, bounded_float, bounded_int
+from .layout import wrap_line
 from .queries import _emit, _open_store, _table
 from .registry import command
+
+#: where the text of a summary line starts (after its label), the indent it wraps under
+_LABEL = 11
 
 
 def _size(n) -> str:
@@ -68,7 +73,7 @@ def summary(st: dict) -> list[str]:
     failing = [s for s in st["services"] if s["failing"]]
     for s in failing:
         lines.append(f"FAILING    {s['name']}: {s['failing']} failed attempts ({s['last_error']})")
-    return lines
+    return [wrap_line(line, _LABEL) for line in lines]
 
 
 def _topic_rows(st: dict, rates: dict | None = None) -> list:
@@ -93,20 +98,21 @@ def render(st: dict, rates: dict | None = None, limit: int | None = None) -> str
         topics.sort(key=lambda r: -rates.get(r[0], 0.0))
     if topics:
         headers = ["Topic", "Queues", "Messages", "Max Offset"] + (["msgs/s"] if rates is not None else [])
-        out += ["", _table(headers, topics[:limit])]
+        out += ["", _table(headers, topics[:limit], flexible=(0,))]
     groups = sorted(_group_rows(st), key=lambda r: -int(r[3].replace(",", "")))
     if groups:
-        out += ["", _table(["Group", "Topic", "Queues", "Lag"], groups[:limit])]
+        out += ["", _table(["Group", "Topic", "Queues", "Lag"], groups[:limit], flexible=(0, 1))]
     if st.get("pop"):
         out += ["", _table(["Group", "Topic", "Inflight", "Waiting", "Unread"],
-                           [(p["group"], p["topic"], p["inflight"], p["waiting"], p["unread"]) for p in st["pop"]])]
+                           [(p["group"], p["topic"], p["inflight"], p["waiting"], p["unread"]) for p in st["pop"]],
+                           flexible=(0, 1))]
     return "\n".join(out)
 
 
 def _stats_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print store.stats() as JSON")
-    parser.add_argument("--sample", type=float, default=1.0, metavar="S",
-                        help="measure rates over S seconds before printing (default 1; 0: none)")
+    parser.add_argument("--sample", type=bounded_float(0, 3600), default=1.0, metavar="S",
+                        help="measure rates over S seconds before printing (default 1; 0: none; at most 3600)")
 
 
 @command("stats", "put/get rates, offsets, consumer lag, disk and pending deliveries of a store "
@@ -122,10 +128,12 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 
 def _top_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--interval", type=float, default=2.0, metavar="S", help="refresh every S seconds (default 2)")
-    parser.add_argument("--iterations", type=int, default=0, metavar="N",
+    parser.add_argument("--interval", type=bounded_float(0, 3600, low_open=True), default=2.0, metavar="S",
+                        help="refresh every S seconds (default 2; at most 3600)")
+    parser.add_argument("--iterations", type=bounded_int(0, INT32_MAX), default=0, metavar="N",
                         help="stop after N refreshes (default: until q or Ctrl-C)")
-    parser.add_argument("--rows", type=int, default=20, metavar="N", help="topics and groups shown (default 20)")
+    parser.add_argument("--rows", type=bounded_int(1, INT32_MAX), default=20, metavar="N",
+                        help="topics and groups shown (default 20)")
 
 
 class _Keys:
@@ -159,8 +167,6 @@ class _Keys:
 
 @command("top", "live view of store.stats(), refreshed in the terminal (q or Ctrl-C quits)", _top_arguments)
 def cmd_top(args: argparse.Namespace) -> int:
-    if args.interval <= 0:
-        raise ValueError("--interval must be positive")
     out = sys.stdout
     tty = out.isatty()
     with _open_store(args) as store, _Keys() as keys:

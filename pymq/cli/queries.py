@@ -11,7 +11,9 @@ from collections.abc import Sequence
 import pymq
 from pymq import admin, benchmark
 
-from .registry import command
+from .arguments import INT32_MAX, INT64_MAX, bounded_int, non_empty, time_ms
+from .layout import fit_table, wrap_line
+from .registry import EXIT_NOT_FOUND, command
 
 # -- sub-commands ------------------------------------------------------------------------
 
@@ -32,11 +34,17 @@ def _open_store(args: argparse.Namespace):
     return pymq.MessageStore(args.store, read_only=True)
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    """Left-aligned columns, mqadmin style (``#Header``)."""
-    cells = [[f"#{h}" for h in headers]] + [[str(c) for c in row] for row in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells)
+def _table(headers: Sequence[str], rows: Sequence[Sequence[object]], flexible: Sequence[int] = ()) -> str:
+    """Left-aligned columns, mqadmin style (``#Header``), fitted to the output's width
+    (:func:`.layout.fit_table`; the ``flexible`` columns give way first)."""
+    return fit_table(headers, rows, flexible)
+
+
+def _nothing(args: argparse.Namespace, empty: object, note: str) -> int:
+    """A query that found nothing: the note (or, with ``--json``, the empty value) on
+    stdout, and :data:`EXIT_NOT_FOUND`."""
+    _emit(args, empty, note)
+    return EXIT_NOT_FOUND
 
 
 def _emit(args: argparse.Namespace, data: object, text: str) -> None:
@@ -64,21 +72,22 @@ def _message_text(m) -> str:
     lines = [f"{k.replace('_', ' ').title():<18} {v}" for k, v in d.items() if k not in ("properties", "body")]
     lines.append(f"{'Properties':<18} {d['properties']}")
     lines.append(f"{'Body':<18} {d['body']}")
-    return "\n".join(lines)
+    return "\n".join(wrap_line(line, 19) for line in lines)
 
 
 def _messages_out(args: argparse.Namespace, msgs: list) -> None:
     rows = [(m.msg_id, m.queue_id, m.queue_offset, admin.format_time(m.store_timestamp), m.tags or "",
              " ".join(m.keys or []), repr(m.body[:40])) for m in msgs]
     _emit(args, [admin.message_dict(m) for m in msgs],
-          _table(["Message ID", "QID", "Offset", "Store Time", "Tags", "Keys", "Body"], rows)
-          if msgs else "no message found")
+          _table(["Message ID", "QID", "Offset", "Store Time", "Tags", "Keys", "Body"], rows, flexible=(6, 5, 4)))
 
 
-@command("topic-list", "list the topics of a store", _json_flag)
+@command("topic-list", "list the topics of a store", _json_flag, query=True)
 def cmd_topic_list(args: argparse.Namespace) -> int:
     with _open_store(args) as store:
         topics = sorted(set(admin.topic_list(store)) | _configured_topics(args.store))
+    if not topics:
+        return _nothing(args, [], f"no topic in {args.store}")
     width = max((len(t) for t in topics), default=0)
     _emit(args, topics, "\n".join(f"{t.ljust(width)}  ({admin.topic_kind(t)})" if admin.topic_kind(t) else t
                                    for t in topics))
@@ -97,16 +106,17 @@ def _configured_topics(store_dir: str) -> set[str]:
 
 
 def _topic_arg(parser: argparse.ArgumentParser, required: bool = True) -> None:
-    parser.add_argument("-t", "--topic", required=required, help="topic name")
+    parser.add_argument("-t", "--topic", type=non_empty, required=required, help="topic name")
     _json_flag(parser)
 
 
-@command("topic-status", "min offset, max offset and last update of every queue of a topic", _topic_arg)
+@command("topic-status", "min offset, max offset and last update of every queue of a topic", _topic_arg,
+         query=True)
 def cmd_topic_status(args: argparse.Namespace) -> int:
     with _open_store(args) as store:
         rows = admin.topic_status(store, args.topic)
     if not rows:
-        raise pymq.PymqError(f"topic {args.topic!r} has no queue in {args.store}")
+        return _nothing(args, [], f"topic {args.topic!r} has no queue in {args.store}")
     broker = os.path.basename(os.path.normpath(args.store))
     _emit(args, rows, _table(["Broker Name", "QID", "Min Offset", "Max Offset", "Last Updated"],
                              [(broker, r.queue_id, r.min_offset, r.max_offset, admin.format_time(r.last_updated))
@@ -116,23 +126,28 @@ def cmd_topic_status(args: argparse.Namespace) -> int:
 
 def _key_args(parser: argparse.ArgumentParser) -> None:
     _topic_arg(parser)
-    parser.add_argument("-k", "--key", required=True, help="business key (KEYS) or unique key (UNIQ_KEY)")
-    parser.add_argument("-n", "--max-num", type=int, default=64, help="at most this many (RocketMQ caps at 64)")
-    parser.add_argument("-b", "--begin", default="0", help="stored at or after (ms or yyyy-MM-dd#HH:mm:ss:SSS)")
-    parser.add_argument("-e", "--end", default=None, help="stored at or before")
+    parser.add_argument("-k", "--key", type=non_empty, required=True,
+                        help="business key (KEYS) or unique key (UNIQ_KEY)")
+    parser.add_argument("-n", "--max-num", type=bounded_int(1, INT32_MAX), default=64,
+                        help="at most this many (RocketMQ caps at 64)")
+    parser.add_argument("-b", "--begin", type=time_ms, default=0,
+                        help="stored at or after (ms or yyyy-MM-dd#HH:mm:ss:SSS)")
+    parser.add_argument("-e", "--end", type=time_ms, default=None, help="stored at or before")
 
 
-@command("query-msg-by-key", "messages of a topic whose key or unique key is KEY (newest first)", _key_args)
+@command("query-msg-by-key", "messages of a topic whose key or unique key is KEY (newest first)", _key_args,
+         query=True)
 def cmd_query_msg_by_key(args: argparse.Namespace) -> int:
-    end = admin.parse_time(args.end) if args.end else None
     with _open_store(args) as store:
-        msgs = store.query_message(args.topic, args.key, args.max_num, admin.parse_time(args.begin), end)
+        msgs = store.query_message(args.topic, args.key, args.max_num, args.begin, args.end)
+        if not msgs:
+            return _nothing(args, [], "no message found")
         _messages_out(args, msgs)
-    return 0 if msgs else 1
+    return 0
 
 
 def _id_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-i", "--msg-id", required=True,
+    parser.add_argument("-i", "--msg-id", type=non_empty, required=True,
                         help="offset message id (32 or 56 hex digits), or a unique key (a RocketMQ 5 message id)")
     _json_flag(parser)
 
@@ -145,56 +160,60 @@ def _find_by_unique_key(store, key: str):
     return None
 
 
-@command("query-msg-by-id", "the message with an offset message id (or a unique key)", _id_args)
+@command("query-msg-by-id", "the message with an offset message id (or a unique key)", _id_args, query=True)
 def cmd_query_msg_by_id(args: argparse.Namespace) -> int:
     with _open_store(args) as store:
         try:
             m = store.view_message_by_id(args.msg_id)
-        except ValueError as e:
-            m = None
-            error = str(e)
-        else:
-            error = None
+            well_formed = True
+        except ValueError:
+            m, well_formed = None, False
         if m is None:
             # not an offset id: a unique key (UNIQ_KEY, the message id RocketMQ 5 clients get)
             m = _find_by_unique_key(store, args.msg_id)
         if m is None:
-            raise pymq.PymqError(error or f"no message with id {args.msg_id} in {args.store}")
+            if not well_formed:
+                raise pymq.PymqError(f"not a message id: {args.msg_id!r} is no offset message id "
+                                     f"(32 or 56 hex digits) and no message's unique key in {args.store}")
+            return _nothing(args, None, f"no message at that id: no record starts where {args.msg_id} points "
+                                        f"in {args.store}, and no message has it as unique key")
         _emit(args, admin.message_dict(m), _message_text(m))
     return 0
 
 
 def _offset_args(parser: argparse.ArgumentParser) -> None:
     _topic_arg(parser)
-    parser.add_argument("-q", "--queue-id", type=int, required=True)
-    parser.add_argument("-o", "--offset", type=int, required=True, help="queue offset")
+    parser.add_argument("-q", "--queue-id", type=bounded_int(0, INT32_MAX), required=True, help="queue id")
+    parser.add_argument("-o", "--offset", type=bounded_int(0, INT64_MAX), required=True, help="queue offset")
 
 
-@command("query-msg-by-offset", "the message at a queue offset", _offset_args)
+@command("query-msg-by-offset", "the message at a queue offset", _offset_args, query=True)
 def cmd_query_msg_by_offset(args: argparse.Namespace) -> int:
     with _open_store(args) as store:
         r = store.get_message("pymq-admin", args.topic, args.queue_id, args.offset, 1)
         if not r.messages:
-            raise pymq.PymqError(f"no message at {args.topic}/{args.queue_id} offset {args.offset} "
-                                 f"({r.status.name}; queue offsets {r.min_offset}..{r.max_offset - 1})")
+            return _nothing(args, None, f"no message at {args.topic}/{args.queue_id} offset {args.offset} "
+                                        f"({r.status}; queue offsets {r.min_offset}..{r.max_offset - 1})")
         _emit(args, admin.message_dict(r.messages[0]), _message_text(r.messages[0]))
     return 0
 
 
 def _print_args(parser: argparse.ArgumentParser) -> None:
     _topic_arg(parser)
-    parser.add_argument("-q", "--queue-id", type=int, default=None, help="one queue (default: all)")
-    parser.add_argument("-b", "--begin", default=None, help="stored at or after (ms or yyyy-MM-dd#HH:mm:ss:SSS)")
-    parser.add_argument("-e", "--end", default=None, help="stored at or before")
+    parser.add_argument("-q", "--queue-id", type=bounded_int(0, INT32_MAX), default=None,
+                        help="one queue (default: all)")
+    parser.add_argument("-b", "--begin", type=time_ms, default=None,
+                        help="stored at or after (ms or yyyy-MM-dd#HH:mm:ss:SSS)")
+    parser.add_argument("-e", "--end", type=time_ms, default=None, help="stored at or before")
     parser.add_argument("--body", choices=("repr", "text", "hex"), default="repr", help="how to show bodies")
 
 
-@command("print-msg", "print the messages of a topic or queue, optionally in a time range", _print_args)
+@command("print-msg", "print the messages of a topic or queue, optionally in a time range", _print_args,
+         query=True)
 def cmd_print_msg(args: argparse.Namespace) -> int:
     import json
 
-    begin = admin.parse_time(args.begin) if args.begin else None
-    end = admin.parse_time(args.end) if args.end else None
+    begin, end = args.begin, args.end
     tty = sys.stderr.isatty()
 
     def progress(qid: int, done: int, total: int) -> None:
@@ -215,21 +234,27 @@ def cmd_print_msg(args: argparse.Namespace) -> int:
             n += 1
     if tty:
         print(file=sys.stderr)
+    if not n:
+        return _nothing(args, None, "no message found") if not args.json else EXIT_NOT_FOUND
     return 0
 
 
 def _progress_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-g", "--group", required=True, help="consumer group")
+    parser.add_argument("-g", "--group", type=non_empty, required=True, help="consumer group")
     _topic_arg(parser, required=False)
 
 
-@command("consumer-progress", "per queue: broker offset, consumer offset and lag of a group", _progress_args)
+@command("consumer-progress", "per queue: broker offset, consumer offset and lag of a group", _progress_args,
+         query=True)
 def cmd_consumer_progress(args: argparse.Namespace) -> int:
     with _open_store(args) as store:
         rows = admin.consumer_progress(store, args.group, args.topic)
     total = sum(r.diff for r in rows)
+    if not rows:
+        where = f" on topic {args.topic!r}" if args.topic else ""
+        return _nothing(args, {"group": args.group, "queues": [], "diff_total": 0},
+                        f"group {args.group!r} has no committed offsets{where}")
     text = _table(["Topic", "QID", "Broker Offset", "Consumer Offset", "Diff"],
                   [(r.topic, r.queue_id, r.broker_offset, r.consumer_offset, r.diff) for r in rows])
-    _emit(args, {"group": args.group, "queues": rows, "diff_total": total},
-          (text + f"\n\nDiff Total: {total}") if rows else f"group {args.group!r} has no committed offsets")
+    _emit(args, {"group": args.group, "queues": rows, "diff_total": total}, text + f"\n\nDiff Total: {total}")
     return 0

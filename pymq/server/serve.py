@@ -41,6 +41,34 @@ def _port(text: str):
     return port
 
 
+def _check_ports(args: argparse.Namespace) -> None:
+    """Raise ``PymqError`` naming the port when one the listeners need is taken (or given
+    twice), before anything binds for good or the store opens: a busy port leaves no
+    "listening" line and no store directory behind. Port 0 and ``off`` are not probed."""
+    import errno
+    import socket
+
+    from pymq.errors import PymqError
+
+    metrics_host = getattr(args, "metrics_host", args.host)
+    wanted = [("gRPC (--port)", args.host, args.port), ("name server (--namesrv-port)", args.host, args.namesrv_port),
+              ("broker (--broker-port)", args.host, args.broker_port),
+              ("metrics (--metrics-port)", metrics_host, getattr(args, "metrics_port", None))]
+    seen: dict = {}
+    for what, host, port in wanted:
+        if not port:
+            continue
+        if (host, port) in seen:
+            raise PymqError(f"serve: port {port} is given to both {seen[host, port]} and {what}")
+        seen[host, port] = what
+        try:
+            socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET).close()
+        except OSError as e:
+            if e.errno == errno.EADDRINUSE:
+                raise PymqError(f"serve: port {port} on {host} is in use: {what} cannot listen there") from None
+            raise PymqError(f"serve: cannot listen on {host} port {port} for {what}: {e.strerror or e}") from None
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``pymq serve``."""
     parser.add_argument("--store", default=argparse.SUPPRESS, metavar="DIR", help="store root directory")
@@ -224,6 +252,7 @@ def run(args: argparse.Namespace) -> int:
                                   max_connection_bytes=args.max_connection_bytes,
                                   max_header_bytes=args.max_header_bytes, max_header_fields=args.max_header_fields)
     remoting = args.namesrv_port is not None or args.broker_port is not None
+    _check_ports(args)
     try:
         sockets = bind_listeners(remoting_cfg) if remoting else {}
     except OSError as e:
