@@ -45,8 +45,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAGES = ["README.md", *sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "docs", "*.md")))]
 
 TIMEOUT_S = 90            # one program; a block that waits for an end that never comes fails here
-SPARK_TIMEOUT_S = 180     # a JVM, a SparkSession and a few jobs, on a loaded 2-core machine
-WORKERS = 3               # programs at once (most of their time is interpreter and JVM start)
+SPARK_TIMEOUT_S = 300     # a JVM, a SparkSession and a few jobs: ~30 CPU-s for docs/spark.md
+WORKERS = 3               # programs at once (a JVM keeps ~1.1 cores busy: the two Spark ones overlap)
 
 FENCE = re.compile(r"^(\s*)```([\w+-]*)\s*$")
 DIRECTIVE = re.compile(r"<!--\s*snippet:\s*([\w-]+)(.*?)-->", re.S)
@@ -183,6 +183,8 @@ def run_program(program: Program, endpoints: dict[str, str], workdir: str) -> tu
     # as the Spark tests do (tests/spark/conftest.py): no DNS query, workers on this Python
     env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     env.setdefault("PYSPARK_PYTHON", sys.executable)
+    # a JVM that lives for seconds: no C2 compiler, no parallel GC threads (~40 % less CPU)
+    env.setdefault("PYSPARK_SUBMIT_ARGS", '--driver-java-options "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC" pyspark-shell')
     timeout = SPARK_TIMEOUT_S if program.uses_spark else TIMEOUT_S
     t0 = time.monotonic()
     try:
@@ -197,8 +199,8 @@ def run_program(program: Program, endpoints: dict[str, str], workdir: str) -> tu
 
 @pytest.fixture(scope="module")
 def runs(request, tmp_path_factory):
-    """Starts every selected program at once on a small pool (Spark's first: they take
-    longest) and yields their futures; ``pymq serve`` runs while the module's tests do."""
+    """Starts every selected program on a small pool, those using Spark first (they take
+    longest), and yields their futures; ``pymq serve`` runs while the module's tests do."""
     from serve_process import ServeProcess, free_port
 
     selected = {item.callspec.params["program"].where for item in request.session.items
@@ -214,8 +216,7 @@ def runs(request, tmp_path_factory):
         endpoints = {f"127.0.0.1:{default}": f"127.0.0.1:{port}" for default, port in ports.items()}
     pool = ThreadPoolExecutor(WORKERS)
     futures: dict[str, Future] = {}
-    order = sorted(todo, key=lambda ip: (not ip[1].uses_spark, ip[0]))
-    for n, program in order:
+    for n, program in sorted(todo, key=lambda np: (not np[1].uses_spark, np[0])):
         futures[program.where] = pool.submit(run_program, program, endpoints if program.needs_server else {},
                                              str(base / f"p{n:02d}"))
     try:
