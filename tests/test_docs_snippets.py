@@ -33,6 +33,7 @@ import glob
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import textwrap
@@ -187,14 +188,17 @@ def run_program(program: Program, endpoints: dict[str, str], workdir: str) -> tu
     env.setdefault("PYSPARK_SUBMIT_ARGS", '--driver-java-options "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC" pyspark-shell')
     timeout = SPARK_TIMEOUT_S if program.uses_spark else TIMEOUT_S
     t0 = time.monotonic()
+    # a session of its own, so that a timeout ends the program's JVM and workers too
+    p = subprocess.Popen([sys.executable, "-c", RUNNER, chunks_file], cwd=workdir, env=env, text=True,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         start_new_session=True)
     try:
-        p = subprocess.run([sys.executable, "-c", RUNNER, chunks_file], cwd=workdir, env=env,
-                           capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired as exc:
-        out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-        err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, err = p.communicate()
         return -1, out, err + f"\n[did not finish within {timeout} s]", time.monotonic() - t0
-    return p.returncode, p.stdout, p.stderr, time.monotonic() - t0
+    return p.returncode, out, err, time.monotonic() - t0
 
 
 @pytest.fixture(scope="module")
