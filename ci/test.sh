@@ -9,6 +9,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python -m pip install --quiet --upgrade pip
+# an install made before the rename (distribution "pymq", or the index's unrelated pymq)
+# maps the same import name: remove it first ("not installed" is fine)
+python -m pip uninstall --quiet --yes pymq || true
 python -m pip install --quiet -e ".[dev]"
 (cd tests/remoting/js && npm ci --no-audit --no-fund --loglevel=error)
 (cd tests/server/js && npm ci --no-audit --no-fund --loglevel=error)
