@@ -36,7 +36,7 @@ def wheel(tmp_path_factory):
     p = subprocess.run([sys.executable, "-m", "build", "--wheel", "--outdir", str(out), ROOT],
                        capture_output=True, text=True, timeout=900)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    wheels = list(out.glob("pymq-*.whl"))
+    wheels = list(out.glob("pymq_store-*.whl"))
     assert len(wheels) == 1, wheels
     return wheels[0]
 

