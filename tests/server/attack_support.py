@@ -8,7 +8,9 @@ import base64
 import hashlib
 import hmac
 import socket
+import threading
 import time
+from typing import Callable, Optional
 
 from .hostile_support import SEND_MESSAGE_V2, frame, read_frame
 
@@ -91,3 +93,22 @@ def wait_closed(socks: list[socket.socket], seconds: float) -> int:
         if not open_ or time.monotonic() >= deadline:
             return len(socks) - len(open_)
         time.sleep(0.25)
+
+
+def probe_thread(probe: Callable[[], float], *, seconds: Optional[float] = None,
+                 until: Optional[threading.Event] = None, pause: float = 0.5) -> tuple[threading.Thread, list]:
+    """A thread that runs ``probe()`` every ``pause`` s, for ``seconds`` or until ``until``
+    is set; the seconds each took (or the exception) go into the list returned with it."""
+    out: list = []
+    end = None if seconds is None else time.monotonic() + seconds
+
+    def run() -> None:
+        while not (until is not None and until.is_set()) and (end is None or time.monotonic() < end):
+            try:
+                out.append(probe())
+            except Exception as e:            # reported by the test
+                out.append(e)
+            time.sleep(pause)
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t, out

@@ -17,6 +17,7 @@ import grpc
 import pytest
 
 from .conftest import ServerProcess
+from .attack_support import probe_thread
 from .hostile_support import RawGrpcCall, grpc_probe, memory_kib, signed_metadata
 
 AK, SK = "attack-ak", "attack-sk"
@@ -56,23 +57,6 @@ def capped_server(tmp_path_factory):
 FLOOD = os.path.join(os.path.dirname(__file__), "grpc_flood.py")
 
 
-def _probing(probe, until: threading.Event) -> tuple[threading.Thread, list]:
-    """A thread that runs ``probe()`` back to back until ``until`` is set; the seconds each
-    took (or the exception) go into the list."""
-    out: list = []
-
-    def run() -> None:
-        while not until.is_set():
-            try:
-                out.append(probe())
-            except Exception as e:      # reported by the test
-                out.append(e)
-            time.sleep(0.05)
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    return t, out
-
-
 def _attack(srv, probe, topic: str, waves: int, specs: list, sign: bool = False) -> dict:
     """:mod:`grpc_flood` (its own process) sends ``waves`` waves of ``specs`` (``(body size,
     count)``) to ``srv`` while ``probe()`` (the official client's round) runs here; the
@@ -82,7 +66,7 @@ def _attack(srv, probe, topic: str, waves: int, specs: list, sign: bool = False)
     probe()                                         # topics, groups and caches exist
     before = memory_kib(srv.proc.pid)
     done = threading.Event()
-    prober, probes = _probing(probe, done)
+    prober, probes = probe_thread(probe, until=done, pause=0.05)
     cmd = [sys.executable, FLOOD, srv.endpoint, topic, str(waves), *(f"{size}:{n}" for size, n in specs)]
     try:
         out = subprocess.run(cmd + (["--sign", AK, SK] if sign else []), capture_output=True, text=True, timeout=120)

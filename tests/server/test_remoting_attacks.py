@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from .attack_support import AK, SK, memory_mib, signed, signed_call, stalled_frames, wait_closed
+from .attack_support import AK, SK, memory_mib, probe_thread, signed, signed_call, stalled_frames, wait_closed
 from .hostile_support import BothServer, frame, read_frame
 
 FRAME_S = 4.0
@@ -44,23 +44,6 @@ def java_probe(keyed_server, rocketmq_home, latency_probe_classes):
         yield probe
 
 
-def _probes_during(probe, seconds: float) -> tuple[threading.Thread, list]:
-    """Probes every 0.5 s for ``seconds`` in a thread; their seconds (or exceptions)."""
-    out: list = []
-
-    def run():
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            try:
-                out.append(probe())
-            except Exception as e:            # reported by the test
-                out.append(e)
-            time.sleep(0.5)
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    return t, out
-
-
 def _attack(srv, probe, ext: dict, count: int = STALLED) -> dict:
     """``count`` stalled 16 MiB frames with header ``ext`` while probes run; the server's
     memory before, at the worst, and how many connections it closed within the frame
@@ -68,7 +51,7 @@ def _attack(srv, probe, ext: dict, count: int = STALLED) -> dict:
     pid = srv.proc.pid
     probe()
     base_rss, _ = memory_mib(pid)
-    prober, probes = _probes_during(probe, 3.0)
+    prober, probes = probe_thread(probe, seconds=3.0)
     t0 = time.monotonic()
     socks = stalled_frames(srv.address("broker"), count, ext)
     sent_s = time.monotonic() - t0
@@ -184,7 +167,7 @@ def test_topic_flood_and_huge_queue_counts_while_the_probe_runs(tmp_path, java_p
     try:
         probe = java_probe_factory(srv.listening["namesrv"], "JavaProbeTopic", "java_probe_group", AK, SK)
         base_rss, _ = memory_mib(srv.proc.pid)
-        prober, probes = _probes_during(probe.round, 4.0)
+        prober, probes = probe_thread(probe.round, seconds=4.0)
         codes: dict = {}
 
         def flood(worker: int) -> None:
