@@ -3,7 +3,7 @@
 The default run is meant to finish in about two minutes on a 2-core machine and still
 say something a reader can trust, so it runs few workloads, each next to the one peer
 that comes closest to pymq in the full run (``--full``), at sizes that keep one round of
-all of them near 20 s, and repeats them in interleaved rounds (:mod:`.rounds`) so every
+all of them under 20 s, and repeats them in interleaved rounds (:mod:`.rounds`) so every
 ratio comes with its spread. Why these six (bench/README.md says the same):
 
 ``put_message`` vs queuelib
@@ -60,10 +60,8 @@ HEADLINE: tuple[Headline, ...] = (
 HEADLINE_SIZES: dict[str, int] = {
     "messages": 300_000,
     "batch_messages": 1_000_000,
-    "queries": 20_000,
+    "queries": 50_000,
     "query_store_size": 200_000,
-    "real_messages": 200_000,
-    "durable_commits": 150,
 }
 HEADLINE_ROUNDS = 5   # --repeat of the default run
 FULL_ROUNDS = 3       # --repeat of --full and --workload runs
