@@ -121,7 +121,9 @@ def parse_args(argv: Sequence[str] | None = None) -> BenchOptions:
 def command_line(options: BenchOptions) -> str:
     """``pymq bench`` with the flags that differ from the run's defaults, for the record
     (the output paths and ``--dir`` left out: they do not change a figure)."""
-    defaults = options_from_args(argparse.Namespace(workloads=options.workloads, full=options.full))
+    unset = {f.name: None for f in dataclasses.fields(BenchOptions)}
+    defaults = options_from_args(argparse.Namespace(**{**unset, "workloads": options.workloads,
+                                                       "full": options.full}))
     words = ["pymq", "bench"]
     if options.full:
         words.append("--full")
