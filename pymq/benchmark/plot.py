@@ -1,10 +1,11 @@
 """The chart every ``pymq bench`` writes: pymq / peer per comparison, with its spread.
 
 One horizontal bar per peer row, from 1 to the median of the per-round ratios on a log
-scale (green where pymq is faster, red where the peer is), the min-max over the rounds
-as an error bar, each round's ratio as a dot, and the numbers beside it. The title says
-what a ratio is; the caption names the machine (CPU, cores, memory, filesystem), Python,
-pymq and when the run started. Needs matplotlib.
+scale (green where pymq is faster in every round, red where the peer is, grey where the
+rounds disagree), the min-max over the rounds as an error bar, each round's ratio as a
+dot, and the numbers beside it. The title says what a ratio is; the caption names the
+machine (CPU, cores, memory, filesystem), Python, pymq, when the run started, the load
+and the command. Needs matplotlib.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-FASTER, SLOWER = "#4c9a6a", "#c8553d"
+FASTER, SLOWER, TIE = "#4c9a6a", "#c8553d", "#9a9a9a"
 
 
 def caption(environment: Mapping[str, str], started: str, command: str,
@@ -44,7 +45,7 @@ def plot_ratios(ratios: Sequence[Mapping[str, Any]], path: str, rounds: int, not
     left, right = min(0.5, min(lows) / 1.6), max(2.0, max(highs) * 4.0)
     for y, r in enumerate(ratios):
         median, lo, hi = r["median"], r["min"], r["max"]
-        color = FASTER if median >= 1 else SLOWER
+        color = TIE if lo < 1 < hi else FASTER if median >= 1 else SLOWER
         ax.barh(y, median - 1, left=1, height=0.6, color=color, alpha=0.45)
         ax.errorbar([median], [y], xerr=[[median - lo], [hi - median]], fmt="o", color="black",
                     markersize=4, capsize=4, linewidth=1.2)
