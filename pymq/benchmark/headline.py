@@ -2,9 +2,10 @@
 
 The default run is meant to finish in about two minutes on a 2-core machine and still
 say something a reader can trust, so it runs few workloads, each next to the one peer
-that comes closest to pymq in the full run (``--full``), at sizes that keep one round of
-all of them under 20 s, and repeats them in interleaved rounds (:mod:`.rounds`) so every
-ratio comes with its spread. Why these six (bench/README.md says the same):
+that comes closest to pymq in the full run (``--full``), at sizes that keep one round
+of all of them near 12 s on a quiet 2-core machine (about 24 s on a busy one), and
+repeats them in interleaved rounds (:mod:`.rounds`) so every ratio comes with its
+spread. Why these six (bench/README.md says the same):
 
 ``put_message`` vs queuelib
     one message per call, the common producer path; queuelib's ``push`` (one
