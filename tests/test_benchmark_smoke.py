@@ -1,4 +1,5 @@
-"""``pymq bench`` at tiny sizes, through the CLI, so the benchmark does not rot."""
+"""``pymq bench --full`` at tiny sizes, through the CLI, so the benchmark does not rot
+(the default run: ``test_benchmark_default.py``)."""
 
 import contextlib
 import importlib.util
@@ -41,7 +42,7 @@ def bench_run(tmp_path_factory):
     out = tmp_path / "bench.json"
     stdout = io.StringIO()
     with contextlib.redirect_stdout(stdout):
-        code = cli.main(["bench", *TINY, "--dir", str(parent), "--json", str(out),
+        code = cli.main(["bench", "--full", *TINY, "--dir", str(parent), "--json", str(out),
                          "--plot", str(tmp_path / "bench.png")])
     report = json.loads(out.read_text()) if out.exists() else None
     return code, stdout.getvalue(), report, parent
@@ -62,8 +63,12 @@ def test_bench_table_has_a_line_per_row(bench_run):
     lines = stdout.splitlines()
     for row in report["rows"]:
         assert any(line.split()[:2] == [row["workload"], row["implementation"]] for line in lines)
-    pymq_lines = [line for line in lines if line.split()[1:2] == ["pymq"]]
-    assert pymq_lines and all("1.00" in line.split() for line in pymq_lines)
+    groups = {row["workload"] for row in report["rows"]}
+    pymq_lines = [line for line in lines if line.split()[1:2] == ["pymq"] and line.split()[0] in groups]
+    assert pymq_lines and all(line.split()[-2:] == ["-", "-"] for line in pymq_lines)   # no ratio to itself
+    peer = next(line for line in lines if line.split()[:2] == ["put_message", "pymq-no-record-crc"])
+    assert peer.split()[-1].count("-") == 1       # min-max of the ratio
+    assert max(map(len, lines)) <= 80
 
 
 def test_bench_leaves_no_files_behind(bench_run):
@@ -122,10 +127,11 @@ def test_bench_many_queues_rows_carry_figures(bench_run):
     _, stdout, report, _ = bench_run
     _check_many_queues_rows(report["rows"], 200)
     assert all("figures" not in row for row in report["rows"] if row["workload"] != "many_queues")
-    caption = stdout.splitlines().index("many_queues: each figure the best of 1 repeat(s)")
-    header = stdout.splitlines()[caption + 1].split()
-    assert header[:2] == ["implementation", "msgs/s"] and "maps" in header
-    assert stdout.splitlines()[caption + 2].split()[0] == "pymq"
+    lines = stdout.splitlines()
+    caption = lines.index("many_queues: msgs/s the median, each other figure the best of 1 round(s)")
+    assert lines[caption + 1].split()[:2] == ["figure", "pymq"]       # a column per implementation
+    assert lines[caption + 2].split()[0] == "msgs/s"
+    assert any(line.split()[0] == "maps" for line in lines[caption + 3:caption + 13])
 
 
 def test_bench_workload_many_queues_writes_json(tmp_path):
@@ -140,7 +146,7 @@ def test_bench_workload_many_queues_writes_json(tmp_path):
     assert {row["workload"] for row in rows} == {"many_queues"}
     _check_many_queues_rows(rows, 120)
     assert "writer reopen s" in stdout.getvalue()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["many.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["many.json", "many.png"]   # the chart beside
 
 
 def test_best_figures_takes_each_figures_best_repeat():

@@ -22,18 +22,22 @@ _MiB = 1 << 20
 
 @dataclasses.dataclass(frozen=True)
 class BenchOptions:
-    """Settings of one benchmark run; the defaults take about 30 s on a 2-core machine."""
+    """Settings of one benchmark run. These defaults are the sizes of ``--full`` and
+    ``--workload`` runs; a plain ``pymq bench`` replaces some of them with
+    :data:`~pymq.benchmark.headline.HEADLINE_SIZES` (``options_from_args``)."""
 
     messages: int = 1_000_000        # per repeat, single-message workloads
     batch_messages: int = 2_000_000  # per repeat, batched workloads
     batch: int = 1000
     body_size: int = 100
-    repeat: int = 3
+    repeat: int = 3                  # interleaved rounds (each workload once per round)
     warmup: int = 10_000
     workloads: tuple[str, ...] = ()  # groups to run; empty runs every group
     directory: str | None = None     # parent of the temporary directories
     json_path: str | None = None
     plot_path: str | None = None
+    out_dir: str | None = None       # where bench.json and bench.png go (--out)
+    full: bool = False               # every workload and peer, not just the headline pairs
     flush_disk_type: str = "ASYNC_FLUSH"
     commitlog_file_size: int | None = None  # None keeps StoreConfig's default (1 GiB)
     lookups: int = 200_000                # time_lookup: lookups per repeat

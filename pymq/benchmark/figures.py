@@ -5,7 +5,8 @@ more (how long its store takes to reopen, how much disk it uses) declares a
 :class:`Figure` per extra value in ``Workload.figures`` and returns the values from
 ``Workload.measure_figures()``; its row then keeps msgs/s (and the pymq/peer ratio) for
 the main table and carries the others in ``Row.figures`` (in the JSON too), printed as a
-table of their own under the main one. Rows without extra figures are unchanged.
+table of their own under the main one (a line per figure, a column per implementation).
+Rows without extra figures are unchanged.
 """
 
 from __future__ import annotations
@@ -44,18 +45,19 @@ def _cell(value: Any, fmt: str) -> str:
 
 
 def format_figures(rows: Sequence[Any], specs: Mapping[str, Figure], repeat: int) -> str:
-    """Per group whose rows carry figures: a caption line, then an indented table of
-    implementation, msgs/s and the extra figures (empty text when no row has any)."""
+    """Per group whose rows carry figures: a caption line, then an indented table with a
+    line per figure (msgs/s first) and a column per implementation, so that it stays
+    narrow however many figures there are (empty text when no row has any)."""
     blocks = []
     for group in dict.fromkeys(row.workload for row in rows if row.figures):
         grows = [row for row in rows if row.workload == group and row.figures]
         keys = list(dict.fromkeys(key for row in grows for key in row.figures))
         figs = [specs.get(key, Figure(key, key, "{:,.3g}")) for key in keys]
-        table = [["implementation", "msgs/s", *(f.header for f in figs)]]
-        table += [[row.implementation, f"{row.msgs_per_s:,.0f}",
-                   *(_cell(row.figures.get(f.key), f.fmt) for f in figs)] for row in grows]
+        table = [["figure", *(row.implementation for row in grows)],
+                 ["msgs/s", *(f"{row.msgs_per_s:,.0f}" for row in grows)]]
+        table += [[f.header, *(_cell(row.figures.get(f.key), f.fmt) for row in grows)] for f in figs]
         widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
-        lines = [f"{group}: each figure the best of {repeat} repeat(s)"]
+        lines = [f"{group}: msgs/s the median, each other figure the best of {repeat} round(s)"]
         for line in table:
             cells = [line[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(line[1:], widths[1:])]
             lines.append(("  " + "  ".join(cells)).rstrip())

@@ -6,6 +6,7 @@ import importlib
 import importlib.metadata
 import os
 import platform
+import tempfile
 
 from pymq._version import __version__
 
@@ -41,12 +42,66 @@ def _dist_version(name: str) -> str:
         return "not installed"
 
 
-def environment() -> dict[str, str]:
-    """Python, CPU, pymq and peer versions, for the header and the JSON output."""
+def filesystem(path: str) -> str:
+    """The filesystem ``path`` is on, from /proc/mounts: ``"ext4 on /dev/vda"`` (the
+    mount with the longest prefix of the real path), plus the disk's model where
+    /sys/block knows it; ``"unknown"`` when /proc/mounts cannot be read."""
+    real = os.path.realpath(path)
+    best = ("", "unknown", "")
+    try:
+        with open("/proc/mounts", encoding="utf-8", errors="replace") as mounts:
+            for line in mounts:
+                fields = line.split()
+                if len(fields) < 3:
+                    continue
+                device, point, fstype = fields[0], fields[1].replace("\\040", " "), fields[2]
+                inside = real == point or real.startswith(point.rstrip("/") + "/")
+                if inside and len(point) >= len(best[0]):
+                    best = (point, fstype, device)
+    except OSError:
+        return "unknown"
+    _, fstype, device = best
+    text = f"{fstype} on {device}" if device else fstype
+    model = _disk_model(device)
+    return f"{text} ({model})" if model else text
+
+
+def _disk_model(device: str) -> str:
+    name = os.path.basename(device)
+    for candidate in (name, name.rstrip("0123456789"), name.rsplit("p", 1)[0]):
+        try:
+            with open(f"/sys/block/{candidate}/device/model", encoding="utf-8") as f:
+                return f.read().strip()
+        except OSError:
+            continue
+    return ""
+
+
+def memory_gib() -> float | None:
+    """Total memory in GiB from /proc/meminfo, None where it cannot be read."""
+    try:
+        with open("/proc/meminfo", encoding="utf-8") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) / (1 << 20)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def environment(directory: str | None = None) -> dict[str, str]:
+    """The machine (CPU model, cores, memory, the filesystem the temporary stores are on,
+    ``directory`` or the system temp dir), Python, pymq and peer versions, for the
+    header, the chart's caption and the JSON output."""
+    memory = memory_gib()
     env = {
         "python": f"{platform.python_implementation()} {platform.python_version()}",
         "platform": platform.platform(),
         "cpu": f"{cpu_model()} ({os.cpu_count()} logical CPUs)",
+        "cpu_model": cpu_model(),
+        "cores": str(os.cpu_count()),
+        "memory": f"{memory:.1f} GiB" if memory is not None else "unknown",
+        "filesystem": filesystem(directory or tempfile.gettempdir()),
         "pymq": __version__,
         "pymq_core": core_build_info(),
     }

@@ -45,6 +45,7 @@ class PymqPutWhileCleaning(PymqPutMessage):
     latency = True
     cleaning = True
     sync_before_run = False         # before_run syncs, then starts the cleaning
+    deleted_during = 0              # segments deleted during the last repeat's timed puts
 
     @property
     def operation(self) -> str:   # type: ignore[override]
