@@ -1,7 +1,7 @@
 """RocketMQ 5 gRPC endpoint (``apache.rocketmq.v2.MessagingService``) over a :class:`pymq.Broker`.
 
 The generated protocol modules come from the official ``rocketmq-python-client`` package
-(``rocketmq.grpc_protocol``); install them with ``pip install "pymq[server]"``.
+(``rocketmq.grpc_protocol``); install them with ``pip install "pymq-store[server]"``.
 
     from pymq.server.grpc import GrpcServer, ServerConfig
     server = GrpcServer(broker, ServerConfig(port=8081))
