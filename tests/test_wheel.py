@@ -67,3 +67,24 @@ def test_wheel_installs_and_works_without_cython(wheel, tmp_path):
     p = subprocess.run([str(env_dir / "bin" / "pymq"), "--version"], capture_output=True, text=True,
                        env=clean_env(), cwd=str(tmp_path))
     assert p.returncode == 0 and "pymq" in p.stdout
+
+
+def test_an_extra_on_top_of_the_installed_core_adds_only_its_dependencies(wheel, tmp_path):
+    """``pip install "pymq-store[server]"`` where the same pymq-store is installed: pip
+    plans the extra's dependencies only, neither reinstalling nor building the core (the
+    README's promise: extras never rebuild it). The plan comes from ``--dry-run --report``
+    against the package index, with this wheel as the installed version."""
+    import json
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, with_pip=True)
+    python = str(env_dir / "bin" / "python")
+    p = subprocess.run([python, "-m", "pip", "install", "--quiet", str(wheel)],
+                       capture_output=True, text=True, timeout=600, env=clean_env(), cwd=str(tmp_path))
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    report = tmp_path / "plan.json"
+    p = subprocess.run([python, "-m", "pip", "install", "--quiet", "--dry-run", "--report", str(report),
+                        "--find-links", str(wheel.parent), "pymq-store[server]"],
+                       capture_output=True, text=True, timeout=600, env=clean_env(), cwd=str(tmp_path))
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    planned = {item["metadata"]["name"].lower() for item in json.loads(report.read_text())["install"]}
+    assert "pymq-store" not in planned and {"grpcio", "protobuf"} <= planned, planned
