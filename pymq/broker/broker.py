@@ -126,24 +126,30 @@ class Broker(MessageStore):
         return self.subscription_group_manager.update_subscription_group_config(
             dataclasses.replace(base, **settings))
 
-    def commit_offset(self, group: str, topic: str, queue_id: int, offset: int, durable: bool = False) -> None:
-        """:meth:`pymq.MessageStore.commit_offset`, and, the first time a group commits,
-        what a RocketMQ broker does when a consumer group first registers: the group gets
-        its subscription entry (when groups are created automatically) and its retry topic
-        ``%RETRY%{group}``, so RocketMQ's tools (``consumerProgress``) find the group's
-        routes in this store too."""
-        if group not in self._registered_groups:
-            self._register_group(group)
-        super().commit_offset(group, topic, queue_id, offset, durable)
-
-    def _register_group(self, group: str) -> None:
-        if not isinstance(group, str) or group_problem(group) is not None or is_system_group(group):
-            return
+    def register_consumer_group(self, group: str) -> Optional[SubscriptionGroupConfig]:
+        """What a RocketMQ broker does for a consumer group it hears of (a heartbeat): the
+        group's subscription entry (created when groups are created automatically) and its
+        retry topic ``%RETRY%{group}``. Returns the group's settings, or None when the group
+        is unknown and may not be created."""
         cfg = self.subscription_group_manager.find_subscription_group_config(group)
         if cfg is not None:
             self.topic_config_manager.create_topic_of_group(retry_topic(group), cfg.retry_queue_nums,
                                                             PERM_READ | PERM_WRITE)
-            self._registered_groups.add(group)
+        return cfg
+
+    def commit_offset(self, group: str, topic: str, queue_id: int, offset: int, durable: bool = False) -> None:
+        """:meth:`pymq.MessageStore.commit_offset`; the first time a client's group commits,
+        it is registered as a heartbeat would (:meth:`register_consumer_group`), so
+        RocketMQ's tools (``consumerProgress``) find the group's routes in this store too."""
+        if group not in self._registered_groups and self._client_group(group):
+            if self.register_consumer_group(group) is not None:
+                self._registered_groups.add(group)
+        super().commit_offset(group, topic, queue_id, offset, durable)
+
+    @staticmethod
+    def _client_group(group) -> bool:
+        """A valid name of a client's group (not the broker's own ``CID_RMQ_SYS_...``)."""
+        return isinstance(group, str) and group_problem(group) is None and not is_system_group(group)
 
     # -- retry and dead letter ---------------------------------------------------------------
 

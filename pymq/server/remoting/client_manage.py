@@ -22,7 +22,6 @@ offset is committed only for a known group, an existing topic and one of its que
 
 from __future__ import annotations
 
-from pymq.broker.topic_config import PERM_READ, PERM_WRITE, retry_topic
 from pymq.broker.validators import group_problem
 
 from .codec import ONEWAY_FLAG, RemotingCommand
@@ -82,10 +81,7 @@ class ClientManageProcessor:
                 continue
             if group_problem(group) is not None:
                 raise RequestError(ResponseCode.SYSTEM_ERROR, group_problem(group))
-            cfg = self.broker.subscription_group_manager.find_subscription_group_config(group)
-            if cfg is not None:
-                self.broker.topic_config_manager.create_topic_of_group(retry_topic(group), cfg.retry_queue_nums,
-                                                                       PERM_READ | PERM_WRITE)
+            self.broker.register_consumer_group(group)
             consumers[group] = {str(s.get("topic")): str(s.get("subString") or "*")
                                 for s in c.get("subscriptionDataSet") or [] if isinstance(s, dict)}
             settings[group] = {k: c.get(k) for k in ("consumeType", "messageModel", "consumeFromWhere")}
