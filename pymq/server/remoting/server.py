@@ -223,7 +223,10 @@ class RemotingServer:
             await asyncio.sleep(HOUSEKEEPING_S)
             for info in self.clients.scan_expired():
                 log.info("client %s expired", info.client_id)
-            self.runtime_info.roll_day()
+            try:
+                self.runtime_info.roll_day()
+            except Exception as e:          # a figure of brokerStatus must never stop the housekeeping
+                self.note_error("housekeeping", "recording the day's totals failed", e)
 
     async def stop(self) -> None:
         """Stop listening, answer parked pulls, close the connections."""
