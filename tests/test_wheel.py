@@ -54,13 +54,20 @@ def clean_env() -> dict:
     return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
 
 
-def test_wheel_installs_and_works_without_cython(wheel, tmp_path):
+def venv_with(wheel, tmp_path) -> str:
+    """A fresh virtual environment in ``tmp_path`` with ``wheel`` installed; its python."""
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
     python = str(env_dir / "bin" / "python")
     p = subprocess.run([python, "-m", "pip", "install", "--quiet", str(wheel)],
                        capture_output=True, text=True, timeout=600, env=clean_env(), cwd=str(tmp_path))
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    return python
+
+
+def test_wheel_installs_and_works_without_cython(wheel, tmp_path):
+    python = venv_with(wheel, tmp_path)
+    env_dir = tmp_path / "venv"
     p = subprocess.run([python, "-c", ROUND_TRIP], capture_output=True, text=True, timeout=120,
                        cwd=str(tmp_path), env=clean_env())     # the installed copy, not the source tree
     assert p.returncode == 0 and "ROUND TRIP OK" in p.stdout, p.stdout + p.stderr
@@ -75,12 +82,7 @@ def test_an_extra_on_top_of_the_installed_core_adds_only_its_dependencies(wheel,
     README's promise: extras never rebuild it). The plan comes from ``--dry-run --report``
     against the package index, with this wheel as the installed version."""
     import json
-    env_dir = tmp_path / "venv"
-    venv.create(env_dir, with_pip=True)
-    python = str(env_dir / "bin" / "python")
-    p = subprocess.run([python, "-m", "pip", "install", "--quiet", str(wheel)],
-                       capture_output=True, text=True, timeout=600, env=clean_env(), cwd=str(tmp_path))
-    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    python = venv_with(wheel, tmp_path)
     report = tmp_path / "plan.json"
     p = subprocess.run([python, "-m", "pip", "install", "--quiet", "--dry-run", "--report", str(report),
                         "--find-links", str(wheel.parent), "pymq-store[server]"],
