@@ -51,7 +51,7 @@ class Harness:
             self.refused.append(cmd.opaque)
             return REFUSED
         self.budget_wanted = size
-        if self.pool.fits(size):
+        if not self.pool.waiters and self.budget_fits(self.pool):
             self.pool.take(size)
             self.budget_wanted = 0
             return ADMITTED

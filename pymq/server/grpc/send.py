@@ -144,7 +144,8 @@ class SendActivity:
                     observe(server, server.in_observer, topic, NORMAL, len(msgs), result.wrote_bytes)
             else:
                 for msg in msgs:
-                    add(status=st, message_id=msg.properties["UNIQ_KEY"], transaction_id=msg.properties["UNIQ_KEY"])
+                    uniq = msg.properties["UNIQ_KEY"]
+                    add(status=st, message_id=uniq, transaction_id=uniq)
                 sent = 0
             resp.status.CopyFrom(st)       # every entry alike
         else:
@@ -157,7 +158,7 @@ class SendActivity:
                     else:
                         msg.queue_id = self._next_queue(topic, n)
                     if tx:
-                        result, _ = await server.transactions.put_half(ctx, msg)
+                        result = await server.transactions.put_half(ctx, msg)
                     else:
                         result = await server.call(broker.put_message, msg)
                     e.status.CopyFrom(put_status(result))

@@ -73,14 +73,14 @@ class TransactionActivity:
             pass
 
     async def put_half(self, ctx, msg):
-        """Store ``msg`` as a half message; returns (put result, transaction id: the
-        message's ``UNIQ_KEY``)."""
+        """Store ``msg`` as a half message named by its ``UNIQ_KEY`` (the transaction id);
+        returns the put result."""
         transaction_id = msg.properties["UNIQ_KEY"]
         msg.properties[TRANSACTION_ID] = transaction_id
         result = await self.server.call(self.server.broker.put_half_message, msg, msg.topic)
         if result.is_ok():
             self.track(transaction_id, result.msg_id)
-        return result, transaction_id
+        return result
 
     async def end_transaction(self, ctx, req: svc.EndTransactionRequest) -> svc.EndTransactionResponse:
         names.check_topic(req.topic.name)

@@ -18,15 +18,14 @@ them with fastjson, whose map keys may be objects::
 
 from __future__ import annotations
 
-
 from pymq.broker.subscription_group import SubscriptionGroupConfig
 from pymq.broker.topic_config import TopicConfig
 from pymq.broker.validators import group_problem, is_internal_topic, is_system_topic, topic_problem
 from pymq.store.fastjson import ObjectKeyMap, dumps_fastjson
 
 from .codes import RequestCode, ResponseCode
-from .offset_reset import offset_by_time
 from .headers import RequestError, json_body, json_bytes, opt_int, opt_str, req_int, require
+from .offset_reset import offset_by_time
 
 
 def _fastjson(doc) -> bytes:

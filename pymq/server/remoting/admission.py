@@ -35,26 +35,18 @@ class ByteBudget:
     that could not take wait in line (``waiters``) and are called back
     (``conn.budget_granted()``) in turn once their bytes are free."""
 
-    __slots__ = ("name", "limit", "used", "peak", "waited", "waiters")
+    __slots__ = ("name", "limit", "used", "waiters")
 
     def __init__(self, name: str, limit: int) -> None:
         self.name = name
         self.limit = limit
         self.used = 0
-        self.peak = 0
-        self.waited = 0
         self.waiters: deque = deque()
-
-    def fits(self, n: int) -> bool:
-        """True when ``n`` more bytes fit now and nobody waits ahead."""
-        return not self.waiters and self.used + n <= self.limit
 
     def take(self, n: int) -> None:
         """Take ``n`` bytes (a frame admitted, or one already read whose request is still
         being served: that one may go over the limit)."""
         self.used += n
-        if self.used > self.peak:
-            self.peak = self.used
 
     def give(self, n: int) -> None:
         """Give ``n`` bytes back and admit the waiters they make room for."""
@@ -72,7 +64,6 @@ class ByteBudget:
 
     def wait(self, conn) -> None:
         """Queue ``conn`` (its ``budget_wanted`` bytes) until they fit."""
-        self.waited += 1
         self.waiters.append(conn)
 
     def forget(self, conn) -> None:
@@ -82,8 +73,3 @@ class ByteBudget:
         except ValueError:
             pass
         self.give(0)
-
-    def snapshot(self) -> dict:
-        """``used``, ``limit``, ``peak`` bytes, frames that ``waited`` and those waiting now."""
-        return {"used": self.used, "limit": self.limit, "peak": self.peak, "waited": self.waited,
-                "waiting": len(self.waiters)}

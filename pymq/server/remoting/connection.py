@@ -168,7 +168,7 @@ class RemotingConnection(asyncio.BufferedProtocol):
                         f"({pool.limit} bytes, {limit} per connection)")
             return CLOSED
         self.budget_wanted = size
-        if pool.fits(size) and self.held + size <= limit:
+        if not pool.waiters and self.budget_fits(pool):       # nobody waits ahead, and it fits
             self.budget_granted(resume=False)
             return ADMITTED
         pool.wait(self)

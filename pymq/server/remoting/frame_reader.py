@@ -117,7 +117,7 @@ class FrameReader:
             if self.admitted:
                 conn.release_frame(self.admitted)
                 self.admitted = 0
-            if conn.closed or self.buf is not buf:
+            if conn.closed:
                 return
         self.start = start
         if start == end:
