@@ -54,6 +54,9 @@ EXTENSIONS = [
     ext("index_builder"),
     ext("index_query"),
     ext("columns"),
+    ext("body_source"),
+    ext("put_bodies"),
+    ext("read_batch"),
 ]
 
 

@@ -30,7 +30,7 @@ from pymq.broker.transaction import TransactionResolution
 from pymq.broker.pop_service import PopResult, PopStatus
 from pymq.broker.receipt_handle import InvalidReceiptHandleError
 from pymq.broker.recall import InvalidRecallHandleError, RecallTooLateError
-from pymq.results import GetMessageResult
+from pymq.results import GetMessageResult, ReadBatch
 from pymq.status import AppendMessageStatus, BoundaryType, FlushDiskType, GetMessageStatus, PutMessageStatus
 
 __all__ = [
@@ -56,6 +56,7 @@ __all__ = [
     "PutMessageResult",
     "PutMessageStatus",
     "PymqError",
+    "ReadBatch",
     "RecallTooLateError",
     "SegmentSizeError",
     "SimpleConsumer",

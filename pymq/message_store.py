@@ -17,6 +17,7 @@ from typing import Callable, Iterable, Optional
 
 from pymq._core.dispatch import CqRouter
 from pymq._core.message import Message
+from pymq._core.put_bodies import put_bodies as _put_bodies
 from pymq._core.record import decode_message_id
 from pymq.config import StoreConfig
 from pymq.store_sizes import check_sizes, config_for_store, recorded_sizes, save_sizes
@@ -257,6 +258,7 @@ class MessageStore:
         # Reads, like ASYNC puts: one compiled call per pull or lookup (same signatures).
         self.get_message = self.reader.get_message
         self.get_message_raw = self.reader.queue_reader.get_message_raw
+        self.read_batch = self.reader.queue_reader.read_batch
         self.get_offset_in_queue_by_time = self.reader.get_offset_in_queue_by_time
         self.query_message = self.index_service.querier.query_message
         if getattr(self, "topic_deletions", None):
@@ -452,6 +454,35 @@ class MessageStore:
             self._wait_flushed(result)
         return result
 
+    def put_bodies(self, topic: str, bodies, *, queue_id: Optional[int] = None, keys=None, tags=None,
+                   properties=None):
+        """Append raw ``bodies`` to one topic and queue as one batch, without a
+        ``Message`` per body: the records ``put_messages`` writes for
+        ``Message(topic, body, tags=, keys=, properties=, queue_id=)`` of the same values
+        (born and store times, the generated ``UNIQ_KEY`` and the CRCs are the put's own),
+        encoded in C straight into the mapped segment. Same durability (SYNC_FLUSH waits
+        for the disk), statuses and limits as ``put_messages``.
+
+        ``bodies``: a sequence of bytes-like objects, a NumPy array (the rows of a 2-D
+        uint8 array, the items of an ``S`` or object array) or a pyarrow binary / string
+        array (read in place). ``queue_id``: None means 0. ``keys``: None, or one entry per
+        body (a str of space-separated keys, a list of keys, or None). ``tags``: None, one
+        str for every body, or one str-or-None per body. ``properties``: None, one dict
+        for every body (encoded once), or one dict-or-None per body.
+
+        Returns one :class:`PutMessageResult`: the first ``commitlog_offset`` and
+        ``queue_offset``, ``msg_num``; ``commitlog_offsets``, ``msg_ids`` and (when the
+        store generated them all) ``uniq_keys`` are computed when asked for. Arguments of
+        the wrong type or length raise ``TypeError`` / ``ValueError``; an empty batch, an
+        invalid topic, a queue id below 0, a delay or an oversized body get
+        ``MESSAGE_ILLEGAL`` (oversized properties ``PROPERTIES_SIZE_EXCEEDED``); nothing is
+        written then.
+        """
+        result = _put_bodies(self.commit_log.appender, topic, bodies, queue_id, keys, tags, properties)
+        if self._sync_flush and result.status is PutMessageStatus.PUT_OK:
+            self._wait_flushed(result)
+        return result
+
     def async_put_message(self, msg: Message) -> "Future":
         """RocketMQ's ``asyncPutMessage``: append ``msg`` now and return a
         :class:`concurrent.futures.Future` of its :class:`PutMessageResult`, done at once
@@ -508,6 +539,19 @@ class MessageStore:
         """
         self._check_open()
         return self.reader.queue_reader.get_message_raw(group, topic, queue_id, offset, max_msgs, tags)
+
+    def read_batch(self, topic: str, queue_id: int, offset: int, max_msgs: int = 32,
+                   tags: Optional[str] = None):
+        """``get_message`` without objects: a :class:`pymq.ReadBatch` whose ``bodies`` are
+        read-only memoryviews of the mapped commit log (no copy), with the pull's
+        ``status``, ``next_begin_offset``, ``min_offset`` and ``max_offset`` (exactly
+        ``get_message``'s, CRC check on read included), columns of queue offsets,
+        commit-log offsets, store times, tag codes and sizes, keys and properties decoded
+        on demand, and ``to_arrow()``. Release it (``with`` or ``release()``) when done:
+        until then its segments stay mapped, also when cleaning deletes them.
+        """
+        self._check_open()
+        return self.reader.queue_reader.read_batch(topic, queue_id, offset, max_msgs, tags)
 
     def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
         """First queue offset still readable (0 for an unknown queue)."""

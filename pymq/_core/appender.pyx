@@ -47,15 +47,6 @@ from pymq.status import PutMessageStatus
 cdef extern from "Python.h":
     const char *PyUnicode_AsUTF8AndSize(object s, Py_ssize_t *size) except NULL
 
-cdef extern from "<pthread.h>" nogil:
-    ctypedef struct pthread_mutex_t:
-        pass
-    int pthread_mutex_init(pthread_mutex_t *m, const void *attr)
-    int pthread_mutex_destroy(pthread_mutex_t *m)
-    int pthread_mutex_lock(pthread_mutex_t *m)
-    int pthread_mutex_trylock(pthread_mutex_t *m)
-    int pthread_mutex_unlock(pthread_mutex_t *m)
-
 cdef object PUT_OK = PutMessageStatus.PUT_OK
 cdef object MESSAGE_ILLEGAL = PutMessageStatus.MESSAGE_ILLEGAL
 cdef object PROPERTIES_SIZE_EXCEEDED = PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
@@ -76,15 +67,13 @@ NOT_ALLOWED_SEND_TOPICS = frozenset({SCHEDULE_TOPIC, TIMER_TOPIC, "RMQ_SYS_TRANS
 
 NOT_WRITEABLE = "the store is not writeable"
 
-# Copies (and CRCs) at least this large run with the GIL released.
 cdef enum:
-    NOGIL_BYTES = 32 * 1024
     FAST_QUEUE_IDS = 1024
 
 cdef const char *HEX = b"0123456789ABCDEF"
 
 
-cdef inline int64_t now_ms() noexcept nogil:
+cdef int64_t now_ms() noexcept nogil:
     cdef timespec ts
     clock_gettime(CLOCK_REALTIME, &ts)
     return <int64_t>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
@@ -95,7 +84,7 @@ def current_millis() -> int:
     return now_ms()
 
 
-cdef inline void put_hex(char *out, const unsigned char *src, Py_ssize_t n) noexcept nogil:
+cdef void put_hex(char *out, const unsigned char *src, Py_ssize_t n) noexcept nogil:
     cdef Py_ssize_t i
     for i in range(n):
         out[2 * i] = HEX[src[i] >> 4]
@@ -209,11 +198,6 @@ def validate_topic(str topic, str mode="strict"):
 @cython.final
 cdef class TopicQueues:
     """Next queue offset of each queue of one topic (the topicQueueTable)."""
-    cdef bytes encoded
-    cdef bint store_only            # a topic only the store writes (NOT_ALLOWED_SEND_TOPICS)
-    cdef int64_t *offsets
-    cdef Py_ssize_t cap
-    cdef dict big
 
     def __cinit__(self, bytes encoded):
         self.encoded = encoded
@@ -278,19 +262,6 @@ cdef class PutMessageResult:
     ``is_ok()``. ``msg_id`` is the offset message id (comma-joined for a batch),
     ``uniq_key`` the client id given to a single message.
     """
-    cdef object _status
-    cdef readonly long long commitlog_offset
-    cdef readonly long long queue_offset
-    cdef readonly long long wrote_bytes
-    cdef readonly long long store_timestamp
-    cdef readonly int msg_num
-    cdef readonly str error
-    cdef bytes _host
-    cdef int64_t *_offsets
-    cdef object _uniq
-    cdef uint32_t _uniq_time
-    cdef uint16_t _uniq_counter
-    cdef bint _uniq_generated
 
     def __cinit__(self):
         self._offsets = NULL
@@ -309,14 +280,20 @@ cdef class PutMessageResult:
     cpdef set_status(self, status):
         self._status = status
 
+    cdef long long _offset_of(self, Py_ssize_t i):
+        """Commit-log offset of message ``i`` of the batch (``i < msg_num``)."""
+        if self._offsets != NULL:
+            return self._offsets[i]
+        return self.commitlog_offset + i * self._stride
+
     @property
     def msg_ids(self):
-        """Offset message ids of every message written, in order."""
+        """Offset message ids of every message written, in order (made on each call)."""
         if self._host is None or not self.is_ok():
             return []
-        if self._offsets == NULL:
+        if self._offsets == NULL and self._stride == 0:
             return [(self._host + self.commitlog_offset.to_bytes(8, "big")).hex().upper()]
-        return [(self._host + (<long long>self._offsets[i]).to_bytes(8, "big")).hex().upper()
+        return [(self._host + self._offset_of(i).to_bytes(8, "big")).hex().upper()
                 for i in range(self.msg_num)]
 
     @property
@@ -324,9 +301,9 @@ cdef class PutMessageResult:
         """Commit-log offset of every message written, in order."""
         if not self.is_ok():
             return []
-        if self._offsets == NULL:
+        if self._offsets == NULL and self._stride == 0:
             return [self.commitlog_offset]
-        return [self._offsets[i] for i in range(self.msg_num)]
+        return [self._offset_of(i) for i in range(self.msg_num)]
 
     @property
     def msg_id(self):
@@ -335,13 +312,26 @@ cdef class PutMessageResult:
 
     @property
     def uniq_key(self):
+        if not self._uniq_generated or self._uniq_run:
+            return self._uniq if not self._uniq_run else None
+        return self._uniq_at(0)
+
+    @property
+    def uniq_keys(self):
+        """``put_bodies``: the ``UNIQ_KEY`` of every message, in order, when the store
+        generated them all (no ``UNIQ_KEY`` in the properties given); else None."""
+        if not self._uniq_run or not self.is_ok():
+            return None
+        return [self._uniq_at(i) for i in range(self._uniq_run)]
+
+    cdef str _uniq_at(self, Py_ssize_t i):
+        """The generated UNIQ_KEY ``i`` places after the first (its counter wraps at 16 bits)."""
         cdef char buf[12]
         cdef unsigned char raw[6]
-        if not self._uniq_generated:
-            return self._uniq
+        cdef uint16_t counter = <uint16_t>(self._uniq_counter + i)
         raw[0] = self._uniq_time >> 24; raw[1] = self._uniq_time >> 16
         raw[2] = self._uniq_time >> 8; raw[3] = self._uniq_time
-        raw[4] = self._uniq_counter >> 8; raw[5] = self._uniq_counter
+        raw[4] = counter >> 8; raw[5] = counter
         put_hex(buf, raw, 6)
         return self._uniq + buf[:12].decode("ascii")
 
@@ -369,42 +359,6 @@ cdef class CommitLogAppender:
     segment is full or there is none; it must return a writable segment starting at
     ``next_offset``.
     """
-    cdef pthread_mutex_t lock       # the put lock (taken without the GIL when contended)
-    cdef bint lock_ready
-    cdef MappedFile cur
-    cdef object roll
-    cdef dict topics
-    cdef readonly bytes store_host
-    cdef bytes born_host
-    cdef bint strict_topics
-    cdef readonly int max_message_size
-    cdef readonly Py_ssize_t file_size
-    cdef bint _writeable
-    cdef str _unwriteable_reason
-    cdef bint closed
-    cdef char uniq_prefix[44]
-    cdef Py_ssize_t uniq_prefix_len
-    cdef str uniq_prefix_str
-    cdef uint16_t uniq_counter
-    cdef char uniq_tmpl[9 + 44 + 8]     # the last _uniq_template, for puts in the same ms
-    cdef Py_ssize_t uniq_tmpl_len
-    cdef uint32_t uniq_tmpl_time
-    cdef int64_t month_start
-    cdef int64_t next_month
-    cdef readonly long long put_count
-    cdef public int max_delay_level
-    cdef public long long timer_max_delay_ms
-    cdef bint _timers_open
-    cdef str _timers_reason
-    # called while timer puts are refused: None once the timer files can take them again
-    # (and it reopened them with set_timers_writeable), else why not
-    cdef public object timer_gate
-    # each record ends with its own CRC (``__CRC32#``, covering every field), as RocketMQ 5
-    # writes with enabledAppendPropCRC
-    cdef public bint prop_crc
-    # called (under the put lock) when reserving blocks of a sparse segment met a full
-    # disk, so the disk guard can refuse puts until space returns; None: nobody to tell
-    cdef public object on_disk_full
 
     def __cinit__(self):
         if pthread_mutex_init(&self.lock, NULL) != 0:
@@ -587,20 +541,20 @@ cdef class CommitLogAppender:
             return failed(CREATE_MAPEDFILE_FAILED, f"no room on the disk for the commit log: {e}")
         return failed(CREATE_MAPEDFILE_FAILED, f"cannot create a commit-log segment: {e}")
 
-    cdef inline void _acquire(self) noexcept:
+    cdef void _acquire(self) noexcept:
         if pthread_mutex_trylock(&self.lock) != 0:
             with nogil:
                 pthread_mutex_lock(&self.lock)
 
     # -- preparing a record ----------------------------------------------------------------
 
-    cdef inline uint32_t _uniq_time(self, int64_t now) except? 0:
+    cdef uint32_t _uniq_time(self, int64_t now) except? 0:
         """Ms since the start of the month (MessageClientIDSetter's time field)."""
         if now >= self.next_month:
             self._set_month()
         return <uint32_t>(now - self.month_start)
 
-    cdef inline Py_ssize_t _uniq_template(self, char *buf, uint32_t t) noexcept:
+    cdef Py_ssize_t _uniq_template(self, char *buf, uint32_t t) noexcept:
         """``UNIQ_KEY\\x01`` + prefix + hex(t) into ``buf``; the 4 counter digits follow."""
         cdef unsigned char raw[4]
         raw[0] = t >> 24; raw[1] = t >> 16; raw[2] = t >> 8; raw[3] = t
@@ -609,7 +563,7 @@ cdef class CommitLogAppender:
         put_hex(buf + 9 + self.uniq_prefix_len, raw, 4)
         return 9 + self.uniq_prefix_len + 8
 
-    cdef inline int _append_uniq(self, PropsBuf *props, const char *template, Py_ssize_t n) except -1:
+    cdef int _append_uniq(self, PropsBuf *props, const char *template, Py_ssize_t n) except -1:
         """Append a UNIQ_KEY entry from ``template`` (see _uniq_template) with the next counter."""
         cdef unsigned char raw[2]
         cdef char *p
@@ -627,7 +581,7 @@ cdef class CommitLogAppender:
         props.length = (p + n + 4) - props.data
         return 0
 
-    cdef inline int _add_uniq(self, PropsBuf *props, int64_t now, PutMessageResult r) except -1:
+    cdef int _add_uniq(self, PropsBuf *props, int64_t now, PutMessageResult r) except -1:
         """Append ``UNIQ_KEY`` = prefix + hex(ms since the month began, counter)."""
         cdef uint32_t t = self._uniq_time(now)
         if self.uniq_tmpl_len == 0 or t != self.uniq_tmpl_time:
@@ -662,7 +616,7 @@ cdef class CommitLogAppender:
             return f"record of {total} bytes cannot fit a commit-log segment of {self.file_size} bytes"
         return None
 
-    cdef inline bytes _born_host_of(self, Message msg):
+    cdef bytes _born_host_of(self, Message msg):
         h = msg._born_host
         if h is None:
             return self.born_host

@@ -277,6 +277,170 @@ cdef Py_ssize_t _parse_properties(const char *rec, Py_ssize_t start, Py_ssize_t 
     return count
 
 
+# -- rows to columns -------------------------------------------------------------------------
+
+@cython.final
+cdef class RowColumns:
+    """The column buffers of up to ``rows`` records, filled one checked record at a time."""
+    cdef Py_ssize_t n, rows
+    cdef ColumnBuffer queue_offset, commitlog_offset, store_ts, born_ts, flag, sys_flag, reconsume, store_size
+    cdef StringColumn body, tags, msg_id, uniq_key, born_host, store_host, key_items, prop_names, prop_values
+    cdef ColumnBuffer keys_offsets, keys_validity, props_offsets
+    cdef Py_ssize_t keys_nulls, list_children, map_entries
+    cdef HostCache born_cache, store_cache
+    cdef Span *spans
+
+    def __cinit__(self, Py_ssize_t rows, Py_ssize_t body_capacity):
+        self.spans = <Span *>malloc(MAX_PROPERTY_ENTRIES * sizeof(Span))
+        if self.spans == NULL:
+            raise MemoryError()
+        self.rows = rows
+        self.born_cache.raw_len = -1
+        self.store_cache.raw_len = -1
+        self.queue_offset = new_buffer(rows * 8)
+        self.commitlog_offset = new_buffer(rows * 8)
+        self.store_ts = new_buffer(rows * 8)
+        self.born_ts = new_buffer(rows * 8)
+        self.flag = new_buffer(rows * 4)
+        self.sys_flag = new_buffer(rows * 4)
+        self.reconsume = new_buffer(rows * 4)
+        self.store_size = new_buffer(rows * 4)
+        self.body = StringColumn(rows, body_capacity, False)
+        self.tags = StringColumn(rows, rows * 8, True)
+        self.msg_id = StringColumn(rows, rows * 32, False)
+        self.uniq_key = StringColumn(rows, rows * 32, True)
+        self.born_host = StringColumn(rows, rows * 16, False)
+        self.store_host = StringColumn(rows, rows * 16, False)
+        self.key_items = StringColumn(rows, rows * 8, False)
+        self.prop_names = StringColumn(rows * 4, rows * 32, False)
+        self.prop_values = StringColumn(rows * 4, rows * 48, False)
+        self.keys_offsets = new_buffer((rows + 1) * 4)
+        self.keys_validity = new_buffer((rows + 7) // 8 + 1)
+        self.props_offsets = new_buffer((rows + 1) * 4)
+        memset(self.keys_validity.data, 0, self.keys_validity.capacity)
+        put_i32(self.keys_offsets, 0, 0)
+        put_i32(self.props_offsets, 0, 0)
+
+    def __dealloc__(self):
+        free(self.spans)
+
+    cdef int push(self, const char *rec, const RecordLayout *lay, int32_t size) except -1:
+        """Append the record at ``rec`` (checked: ``lay`` is its layout) as row ``n``."""
+        cdef Py_ssize_t n = self.n, i, nspan, ks, kpos, kend, born_len, store_len, store_pos, before
+        cdef char idbuf[64]
+        cdef Span *sp
+        cdef Span *tags_sp
+        cdef Span *keys_sp
+        cdef Span *uniq_sp
+        if n >= self.rows:
+            raise OverflowError("more rows than the columns were made for")
+        # fixed-width fields
+        put_i64(self.queue_offset, n, pymq_get_i64(rec + 20))
+        put_i64(self.commitlog_offset, n, pymq_get_i64(rec + 28))
+        put_i64(self.born_ts, n, pymq_get_i64(rec + 40) * 1000)
+        put_i64(self.store_ts, n, lay.store_timestamp * 1000)
+        put_i32(self.flag, n, pymq_get_i32(rec + 16))
+        put_i32(self.sys_flag, n, lay.sys_flag)
+        put_i32(self.store_size, n, size)
+        born_len = IPV6_HOST_LENGTH if lay.sys_flag & BORNHOST_V6_FLAG else IPV4_HOST_LENGTH
+        store_len = IPV6_HOST_LENGTH if lay.sys_flag & STOREHOSTADDRESS_V6_FLAG else IPV4_HOST_LENGTH
+        store_pos = 48 + born_len + 8
+        put_i32(self.reconsume, n, pymq_get_i32(rec + store_pos + store_len))
+
+        self.body.push(rec + lay.body_pos, lay.body_len)
+        _format_host(&self.born_cache, rec + 48, born_len)
+        self.born_host.push(self.born_cache.text, self.born_cache.text_len)
+        _format_host(&self.store_cache, rec + store_pos, store_len)
+        self.store_host.push(self.store_cache.text, self.store_cache.text_len)
+        i = _hex(idbuf, rec + store_pos, store_len)
+        i += _hex(idbuf + i, rec + 28, 8)
+        self.msg_id.push(idbuf, i)
+
+        # properties, and the TAGS / KEYS / UNIQ_KEY columns drawn from them
+        nspan = _parse_properties(rec, lay.props_pos, visible_props_len(lay), self.spans)
+        tags_sp = keys_sp = uniq_sp = NULL
+        for i in range(nspan):
+            sp = &self.spans[i]
+            if _named(rec, sp, b"TAGS", 4):
+                tags_sp = sp
+            elif _named(rec, sp, b"KEYS", 4):
+                keys_sp = sp
+            elif _named(rec, sp, b"UNIQ_KEY", 8):
+                uniq_sp = sp
+            else:
+                self.prop_names.push(rec + sp.ks, sp.kl)
+                self.prop_values.push(rec + sp.vs, sp.vl)
+                self.map_entries += 1
+        if self.map_entries > INT32_LIMIT:
+            raise OverflowError("too many property entries in one batch")
+        put_i32(self.props_offsets, n + 1, <int32_t>self.map_entries)
+        if tags_sp != NULL:
+            self.tags.push(rec + tags_sp.vs, tags_sp.vl)
+        else:
+            self.tags.push_null()
+        if uniq_sp != NULL:
+            self.uniq_key.push(rec + uniq_sp.vs, uniq_sp.vl)
+        else:
+            self.uniq_key.push_null()
+        before = self.list_children
+        if keys_sp != NULL:
+            ks = keys_sp.vs
+            kend = keys_sp.vs + keys_sp.vl
+            while ks < kend:
+                kpos = key_word_end(rec, ks, kend)
+                if kpos > ks:
+                    self.key_items.push(rec + ks, kpos - ks)
+                    self.list_children += 1
+                ks = kpos + 1
+        if self.list_children > before:
+            self.keys_validity.data[n >> 3] |= <char>(1 << (n & 7))
+        else:
+            self.keys_nulls += 1
+        put_i32(self.keys_offsets, n + 1, <int32_t>self.list_children)
+        self.n = n + 1
+        return 0
+
+    cdef dict export(self, long long total_bytes):
+        """The columns of the rows pushed (see ``read_range``)."""
+        cdef Py_ssize_t n = self.n
+        for b in (self.queue_offset, self.commitlog_offset, self.store_ts, self.born_ts):
+            (<ColumnBuffer>b).length = n * 8
+        for b in (self.flag, self.sys_flag, self.reconsume, self.store_size):
+            (<ColumnBuffer>b).length = n * 4
+        self.keys_offsets.length = (n + 1) * 4
+        self.keys_validity.length = (n + 7) // 8
+        self.props_offsets.length = (n + 1) * 4
+        return {
+            "queue_offset": self.queue_offset, "commitlog_offset": self.commitlog_offset,
+            "store_timestamp": self.store_ts, "born_timestamp": self.born_ts,
+            "flag": self.flag, "sys_flag": self.sys_flag, "reconsume_times": self.reconsume,
+            "store_size": self.store_size,
+            "body": self.body.export(), "tags": self.tags.export(), "msg_id": self.msg_id.export(),
+            "uniq_key": self.uniq_key.export(), "born_host": self.born_host.export(),
+            "store_host": self.store_host.export(),
+            "keys": {"offsets": self.keys_offsets, "validity": self.keys_validity, "null_count": self.keys_nulls,
+                     "length": n, "items": self.key_items.export()},
+            "properties": {"offsets": self.props_offsets, "length": n, "names": self.prop_names.export(),
+                           "values": self.prop_values.export()},
+            "bytes": total_bytes,
+        }
+
+
+cdef dict record_columns(Py_ssize_t n, const char **recs, const int32_t *sizes, const RecordLayout *lays):
+    """The columns of ``n`` records already checked (``lays[i]`` the layout of ``recs[i]``,
+    ``sizes[i]`` bytes): what ``read_range`` returns for them, as one batch."""
+    cdef RowColumns cols
+    cdef Py_ssize_t i, body_bytes = 0
+    cdef long long total = 0
+    for i in range(n):
+        body_bytes += lays[i].body_len
+        total += sizes[i]
+    cols = RowColumns(n, body_bytes)
+    for i in range(n):
+        cols.push(recs[i], &lays[i], sizes[i])
+    return cols.export(total)
+
+
 # -- the reader ---------------------------------------------------------------------------------
 
 def read_range(CqAppender app, list commitlog_files not None, long long commitlog_file_size,
@@ -293,7 +457,7 @@ def read_range(CqAppender app, list commitlog_files not None, long long commitlo
     before ``end`` when it did), ``columns`` maps column names to buffers (int64 and int32
     ``ColumnBuffer`` objects; dicts of buffers for the variable-length columns).
     """
-    cdef Py_ssize_t rows, n = 0, rpos, i, nspan, ks, kpos, kend
+    cdef Py_ssize_t rows, n = 0
     cdef long long offset, pos, cq_fs, total_bytes = 0
     cdef int64_t phy
     cdef int32_t size
@@ -303,18 +467,10 @@ def read_range(CqAppender app, list commitlog_files not None, long long commitlo
     cdef long long cq_from = 0, cq_to = 0, seg_from = 0, seg_to = 0
     cdef const char *rec
     cdef RecordLayout lay
-    cdef Py_ssize_t born_len, store_len, store_pos
     cdef bytes topic_b = topic.encode("utf-8")
     cdef const char *topic_p = PyBytes_AS_STRING(topic_b)
     cdef Py_ssize_t topic_n = PyBytes_GET_SIZE(topic_b)
-    cdef HostCache born_cache, store_cache
-    cdef char idbuf[64]
-    cdef Span *spans = NULL
-    cdef Span *sp
-    cdef Span *tags_sp
-    cdef Span *keys_sp
-    cdef Span *uniq_sp
-    cdef Py_ssize_t list_children = 0, map_entries = 0
+    cdef RowColumns cols
 
     if max_rows < 1 or max_bytes < 1:
         raise ValueError("max_rows and max_bytes must be >= 1")
@@ -322,171 +478,53 @@ def read_range(CqAppender app, list commitlog_files not None, long long commitlo
         raise ValueError("start must be >= 0")
     rows = <Py_ssize_t>min(max(end - start, 0), <long long>max_rows)
     cq_fs = app.file_size
-    born_cache.raw_len = -1
-    store_cache.raw_len = -1
-
-    queue_offset = new_buffer(rows * 8)
-    commitlog_offset = new_buffer(rows * 8)
-    store_ts = new_buffer(rows * 8)
-    born_ts = new_buffer(rows * 8)
-    flag = new_buffer(rows * 4)
-    sys_flag = new_buffer(rows * 4)
-    reconsume = new_buffer(rows * 4)
-    store_size = new_buffer(rows * 4)
-    cdef StringColumn body = StringColumn(rows, min(max_bytes, 1 << 20), False)
-    cdef StringColumn tags = StringColumn(rows, rows * 8, True)
-    cdef StringColumn msg_id = StringColumn(rows, rows * 32, False)
-    cdef StringColumn uniq_key = StringColumn(rows, rows * 32, True)
-    cdef StringColumn born_host = StringColumn(rows, rows * 16, False)
-    cdef StringColumn store_host = StringColumn(rows, rows * 16, False)
-    cdef StringColumn key_items = StringColumn(rows, rows * 8, False)
-    cdef StringColumn prop_names = StringColumn(rows * 4, rows * 32, False)
-    cdef StringColumn prop_values = StringColumn(rows * 4, rows * 48, False)
-    cdef ColumnBuffer keys_offsets = new_buffer((rows + 1) * 4)
-    cdef ColumnBuffer keys_validity = new_buffer((rows + 7) // 8 + 1)
-    cdef ColumnBuffer props_offsets = new_buffer((rows + 1) * 4)
-    cdef Py_ssize_t keys_nulls = 0
-    memset(keys_validity.data, 0, keys_validity.capacity)
-    put_i32(keys_offsets, 0, 0)
-    put_i32(props_offsets, 0, 0)
-
-    spans = <Span *>malloc(MAX_PROPERTY_ENTRIES * sizeof(Span))
-    if spans == NULL:
-        raise MemoryError()
-    try:
-        offset = start
-        while n < rows:
-            # the consume-queue entry
-            pos = offset * CQ_STORE_UNIT_SIZE
-            if cq is None or pos < cq_from or pos + CQ_STORE_UNIT_SIZE > cq_to:
-                cq = segment_for(cq_files, pos, cq_fs)
-                if cq is None:
-                    status = ST_CQ_END
-                    break
-                cq_from = cq.file_from_offset
-                cq_to = cq_from + cq.wrote
-                if pos + CQ_STORE_UNIT_SIZE > cq_to:
-                    status = ST_CQ_END
-                    break
-            if cq.base == NULL and not cq.map_again():      # evicted: mapped again; closed
+    cols = RowColumns(rows, min(max_bytes, 1 << 20))
+    offset = start
+    while n < rows:
+        # the consume-queue entry
+        pos = offset * CQ_STORE_UNIT_SIZE
+        if cq is None or pos < cq_from or pos + CQ_STORE_UNIT_SIZE > cq_to:
+            cq = segment_for(cq_files, pos, cq_fs)
+            if cq is None:
                 status = ST_CQ_END
                 break
-            phy = pymq_get_i64(cq.base + (pos - cq_from))
-            size = pymq_get_i32(cq.base + (pos - cq_from) + 8)
-            if n and total_bytes + size > max_bytes:
+            cq_from = cq.file_from_offset
+            cq_to = cq_from + cq.wrote
+            if pos + CQ_STORE_UNIT_SIZE > cq_to:
+                status = ST_CQ_END
                 break
-            # the record, checked whole within the segment's written bytes
-            if seg is None or phy < seg_from or phy + size > seg_to:
-                seg = segment_for(commitlog_files, phy, commitlog_file_size)
-                if seg is None or seg.base == NULL:
-                    status = ST_UNREADABLE
-                    break
-                seg_from = seg.file_from_offset
-                seg_to = seg_from + seg.wrote
-            if size <= 0 or phy + size > seg_to:
+        if cq.base == NULL and not cq.map_again():      # evicted: mapped again; closed
+            status = ST_CQ_END
+            break
+        phy = pymq_get_i64(cq.base + (pos - cq_from))
+        size = pymq_get_i32(cq.base + (pos - cq_from) + 8)
+        if n and total_bytes + size > max_bytes:
+            break
+        # the record, checked whole within the segment's written bytes
+        if seg is None or phy < seg_from or phy + size > seg_to:
+            seg = segment_for(commitlog_files, phy, commitlog_file_size)
+            if seg is None or seg.base == NULL:
                 status = ST_UNREADABLE
                 break
-            rec = seg.base + (phy - seg_from)
-            if (record_layout(rec, size, &lay) != size or pymq_get_i64(rec + 28) != phy
-                    or pymq_get_i64(rec + 20) != offset or (check_crc and not record_crc_ok(rec, &lay, size))):
-                status = ST_UNREADABLE
-                break
-            if (lay.topic_len != topic_n or memcmp(rec + lay.topic_pos, topic_p, topic_n) != 0
-                    or pymq_get_i32(rec + 12) != queue_id):
-                status = ST_MISMATCH
-                break
-
-            # fixed-width fields
-            put_i64(queue_offset, n, pymq_get_i64(rec + 20))
-            put_i64(commitlog_offset, n, pymq_get_i64(rec + 28))
-            put_i64(born_ts, n, pymq_get_i64(rec + 40) * 1000)
-            put_i64(store_ts, n, lay.store_timestamp * 1000)
-            put_i32(flag, n, pymq_get_i32(rec + 16))
-            put_i32(sys_flag, n, lay.sys_flag)
-            put_i32(store_size, n, size)
-            born_len = IPV6_HOST_LENGTH if lay.sys_flag & BORNHOST_V6_FLAG else IPV4_HOST_LENGTH
-            store_len = IPV6_HOST_LENGTH if lay.sys_flag & STOREHOSTADDRESS_V6_FLAG else IPV4_HOST_LENGTH
-            store_pos = 48 + born_len + 8
-            put_i32(reconsume, n, pymq_get_i32(rec + store_pos + store_len))
-
-            body.push(rec + lay.body_pos, lay.body_len)
-            _format_host(&born_cache, rec + 48, born_len)
-            born_host.push(born_cache.text, born_cache.text_len)
-            _format_host(&store_cache, rec + store_pos, store_len)
-            store_host.push(store_cache.text, store_cache.text_len)
-            i = _hex(idbuf, rec + store_pos, store_len)
-            i += _hex(idbuf + i, rec + 28, 8)
-            msg_id.push(idbuf, i)
-
-            # properties, and the TAGS / KEYS / UNIQ_KEY columns drawn from them
-            nspan = _parse_properties(rec, lay.props_pos, visible_props_len(&lay), spans)
-            tags_sp = keys_sp = uniq_sp = NULL
-            for i in range(nspan):
-                sp = &spans[i]
-                if _named(rec, sp, b"TAGS", 4):
-                    tags_sp = sp
-                elif _named(rec, sp, b"KEYS", 4):
-                    keys_sp = sp
-                elif _named(rec, sp, b"UNIQ_KEY", 8):
-                    uniq_sp = sp
-                else:
-                    prop_names.push(rec + sp.ks, sp.kl)
-                    prop_values.push(rec + sp.vs, sp.vl)
-                    map_entries += 1
-            if map_entries > INT32_LIMIT:
-                raise OverflowError("too many property entries in one batch")
-            props_offsets.length = (n + 1) * 4
-            put_i32(props_offsets, n + 1, <int32_t>map_entries)
-            if tags_sp != NULL:
-                tags.push(rec + tags_sp.vs, tags_sp.vl)
-            else:
-                tags.push_null()
-            if uniq_sp != NULL:
-                uniq_key.push(rec + uniq_sp.vs, uniq_sp.vl)
-            else:
-                uniq_key.push_null()
-            i = list_children
-            if keys_sp != NULL:
-                ks = keys_sp.vs
-                kend = keys_sp.vs + keys_sp.vl
-                while ks < kend:
-                    kpos = key_word_end(rec, ks, kend)
-                    if kpos > ks:
-                        key_items.push(rec + ks, kpos - ks)
-                        list_children += 1
-                    ks = kpos + 1
-            if list_children > i:
-                keys_validity.data[n >> 3] |= <char>(1 << (n & 7))
-            else:
-                keys_nulls += 1
-            put_i32(keys_offsets, n + 1, <int32_t>list_children)
-
-            total_bytes += size
-            n += 1
-            offset += 1
-    finally:
-        free(spans)
-
-    for b in (queue_offset, commitlog_offset, store_ts, born_ts):
-        (<ColumnBuffer>b).length = n * 8
-    for b in (flag, sys_flag, reconsume, store_size):
-        (<ColumnBuffer>b).length = n * 4
-    keys_offsets.length = (n + 1) * 4
-    keys_validity.length = (n + 7) // 8
-    props_offsets.length = (n + 1) * 4
-    columns = {
-        "queue_offset": queue_offset, "commitlog_offset": commitlog_offset,
-        "store_timestamp": store_ts, "born_timestamp": born_ts,
-        "flag": flag, "sys_flag": sys_flag, "reconsume_times": reconsume, "store_size": store_size,
-        "body": body.export(), "tags": tags.export(), "msg_id": msg_id.export(),
-        "uniq_key": uniq_key.export(), "born_host": born_host.export(), "store_host": store_host.export(),
-        "keys": {"offsets": keys_offsets, "validity": keys_validity, "null_count": keys_nulls,
-                 "length": n, "items": key_items.export()},
-        "properties": {"offsets": props_offsets, "length": n, "names": prop_names.export(),
-                       "values": prop_values.export()},
-        "bytes": total_bytes,
-    }
-    return n, status, columns
+            seg_from = seg.file_from_offset
+            seg_to = seg_from + seg.wrote
+        if size <= 0 or phy + size > seg_to:
+            status = ST_UNREADABLE
+            break
+        rec = seg.base + (phy - seg_from)
+        if (record_layout(rec, size, &lay) != size or pymq_get_i64(rec + 28) != phy
+                or pymq_get_i64(rec + 20) != offset or (check_crc and not record_crc_ok(rec, &lay, size))):
+            status = ST_UNREADABLE
+            break
+        if (lay.topic_len != topic_n or memcmp(rec + lay.topic_pos, topic_p, topic_n) != 0
+                or pymq_get_i32(rec + 12) != queue_id):
+            status = ST_MISMATCH
+            break
+        cols.push(rec, &lay, size)
+        total_bytes += size
+        n += 1
+        offset += 1
+    return n, status, cols.export(total_bytes)
 
 
 def queue_bounds(CqAppender app):

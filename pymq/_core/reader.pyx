@@ -45,6 +45,7 @@ from pymq._core.hton cimport pymq_get_i16, pymq_get_i32, pymq_get_i64
 from pymq._core.cq_unit cimport CqAppender, lookup_by_time, queue_max_offset
 from pymq._core.mapped_file cimport MappedFile, segment_for
 from pymq._core.message cimport MessageExt
+from pymq._core.read_batch cimport Picked, ReadBatch
 from pymq._core.record cimport (DecodeCache, RecordLayout, body_crc32, ext_from_page, next_property, record_at,
                                 record_crc_ok,
                                record_layout)
@@ -59,12 +60,6 @@ cdef enum:
     EV_CRC = 3                  # the record fails its body CRC
 
 cdef int32_t LOST_ENTRY_SIZE = 0x7FFFFFFF     # a blank entry: pre-fill, or a record lost to damage
-
-
-cdef struct Picked:
-    const char *src
-    Py_ssize_t size
-    RecordLayout lay
 
 
 cdef dict _utf8_cache = {}
@@ -253,15 +248,30 @@ cdef class QueueReader:
     def get_message(self, group, str topic not None, queue_id, long long offset, int max_msgs=32,
                     tags=None):
         """Pull up to ``max_msgs`` messages of (topic, queue_id) from queue offset ``offset``."""
-        return self._pull(topic, _queue_id(queue_id), offset, max_msgs, tags, False, True)
+        return self._pull(topic, _queue_id(queue_id), offset, max_msgs, tags, False, True, None)
 
     def get_message_raw(self, group, str topic not None, queue_id, long long offset, int max_msgs=32,
                         tags=None):
         """``get_message`` without decoding: the records as stored, in ``buffers``."""
-        return self._pull(topic, _queue_id(queue_id), offset, max_msgs, tags, True, True)
+        return self._pull(topic, _queue_id(queue_id), offset, max_msgs, tags, True, True, None)
+
+    def read_batch(self, str topic not None, queue_id, long long offset, int max_msgs=32, tags=None):
+        """``get_message`` without objects: the picked records left where they lie, as a
+        ``ReadBatch`` (statuses and offsets as ``get_message``'s, in the batch)."""
+        cdef ReadBatch batch = ReadBatch.__new__(ReadBatch)
+        cdef int qid = _queue_id(queue_id)
+        cdef GetMessageResult r = self._pull(topic, qid, offset, max_msgs, tags, False, True, batch)
+        batch.status = r.status
+        batch.next_begin_offset = r.next_begin_offset
+        batch.min_offset = r.min_offset
+        batch.max_offset = r.max_offset
+        batch.damaged = r.damaged
+        batch.topic = topic
+        batch.queue_id = qid
+        return batch
 
     cdef GetMessageResult _pull(self, str topic, int queue_id, long long offset, int max_msgs, tags, bint raw,
-                                bint may_repair):
+                                bint may_repair, ReadBatch batch):
         cdef CqAppender app
         cdef GetMessageResult r
         cdef long long min_o, max_o, pos
@@ -324,20 +334,21 @@ cdef class QueueReader:
                 try:
                     self._collect(r, mf, <Py_ssize_t>(pos - mf.file_from_offset), offset, topic, queue_id,
                                   max_msgs, flt.codes if flt is not None else (),
-                                  flt.names_utf8 if flt is not None else (), raw, may_repair and self.repair is not None)
+                                  flt.names_utf8 if flt is not None else (), raw, may_repair and self.repair is not None,
+                                  batch)
                 finally:
                     mf.unpin()
                 self._report(r, topic, queue_id)
                 if self.bad_index >= 0:
                     self._repair(topic, queue_id)
-                    if r.message_count == 0:
+                    if r.raw_count == 0 and not r.messages:
                         # the queue was rebuilt from the bad entry on, or the entry stays (its
                         # record's header is the damaged side): read again (once), skipping
                         # what is still bad
-                        return self._pull(topic, queue_id, offset, max_msgs, tags, raw, False)
+                        return self._pull(topic, queue_id, offset, max_msgs, tags, raw, False, batch)
         if r.status is FOUND:
             self.found_count += 1
-            self.got_messages += r.raw_count if raw else len(r.messages)
+            self.got_messages += r.raw_count if raw or batch is not None else len(r.messages)
             self.got_bytes += r.buffer_total_size
         else:
             self.miss_count += 1
@@ -378,7 +389,7 @@ cdef class QueueReader:
 
     cdef int _collect(self, GetMessageResult r, MappedFile cq, Py_ssize_t start, long long offset,
                       str topic, int queue_id, int max_msgs, tuple tag_codes, tuple tag_names,
-                      bint raw, bint may_repair) except -1:
+                      bint raw, bint may_repair, ReadBatch batch) except -1:
         cdef Py_ssize_t limit, pos, rpos, i, at
         cdef Py_ssize_t max_scan = max(16000, max_msgs * CQ_STORE_UNIT_SIZE)
         cdef int64_t offset_py, tags_code, next_file_start = -1, last_offset = 0
@@ -407,6 +418,8 @@ cdef class QueueReader:
         cdef Py_ssize_t run_start = 0, run_end = 0
         cdef long long index
         cdef bint bad
+        cdef list held = None                   # batch: the segments the picked records lie in
+        cdef MappedFile held_last = None
         self.ev_count = 0
         self.bad_index = -1
         if not cl_files:
@@ -418,10 +431,12 @@ cdef class QueueReader:
             cl_min = (<MappedFile>cl_files[0]).file_from_offset
         # a page holds at most max_msgs messages and never more than a batch-full count
         cap = min(max_msgs, max(self.max_count_memory, self.max_count_disk, 1))
-        if cap > PICKED_ON_STACK:
-            picked = <Picked *>PyMem_Malloc(cap * sizeof(Picked))
+        if cap > PICKED_ON_STACK or batch is not None:
+            picked = <Picked *>PyMem_Malloc(cap * sizeof(Picked))     # a batch keeps it
             if picked == NULL:
                 raise MemoryError()
+            if batch is not None:
+                held = []
         try:
             limit = pymq_load_acquire_ssize(&cq.wrote)     # entries below it are whole
             if limit - start > max_scan:
@@ -501,6 +516,11 @@ cdef class QueueReader:
                     picked[count].src = seg.base + rpos
                     picked[count].size = size_py
                     picked[count].lay = lay
+                    picked[count].queue_offset = index
+                    picked[count].tags_code = tags_code
+                    if held is not None and seg is not held_last:
+                        held.append(seg)            # segments come in order: each once
+                        held_last = seg
                 last_offset = offset_py
                 buffer_total += size_py
                 count += 1
@@ -516,6 +536,13 @@ cdef class QueueReader:
                 r.raw_count = count
                 if count:
                     r.suggest_pulling_from_slave = max_phy - last_offset > self.memory_window
+            elif batch is not None:
+                # 2. the records stay where they lie: the batch takes the picks and pins
+                # their segments (no Python code ran since they were read)
+                r.raw_count = count
+                if count:
+                    batch.take(picked, count, held)
+                    picked = picked_stack
             elif count:
                 # 2. one copy of the picked records, then the messages over it
                 page = PyBytes_FromStringAndSize(NULL, <Py_ssize_t>buffer_total)

@@ -13,6 +13,8 @@ import pyarrow as pa
 from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, MapType, StringType, StructField,
                                StructType, TimestampType)
 
+from pymq._core.arrow_columns import MESSAGE_FIELDS
+
 #: (name, Spark type, nullable, what it holds) in column order.
 READ_COLUMNS = [
     ("topic", StringType(), False, "the message's topic"),
@@ -39,30 +41,7 @@ READ_COLUMNS = [
 
 READ_SCHEMA = StructType([StructField(name, dtype, nullable) for name, dtype, nullable, _ in READ_COLUMNS])
 
-_STRING_NOT_NULL = pa.field("element", pa.string(), nullable=False)
-
-ARROW_SCHEMA = pa.schema([
-    pa.field("topic", pa.string(), nullable=False),
-    pa.field("queue_id", pa.int32(), nullable=False),
-    pa.field("queue_offset", pa.int64(), nullable=False),
-    pa.field("commitlog_offset", pa.int64(), nullable=False),
-    pa.field("store_timestamp", pa.timestamp("us", tz="UTC"), nullable=False),
-    pa.field("born_timestamp", pa.timestamp("us", tz="UTC"), nullable=False),
-    pa.field("tags", pa.string()),
-    pa.field("keys", pa.list_(_STRING_NOT_NULL)),
-    pa.field("properties", pa.map_(pa.field("key", pa.string(), nullable=False),
-                                   pa.field("value", pa.string(), nullable=False)), nullable=False),
-    pa.field("body", pa.binary(), nullable=False),
-    pa.field("msg_id", pa.string(), nullable=False),
-    pa.field("uniq_key", pa.string()),
-    pa.field("born_host", pa.string(), nullable=False),
-    pa.field("store_host", pa.string(), nullable=False),
-    pa.field("flag", pa.int32(), nullable=False),
-    pa.field("sys_flag", pa.int32(), nullable=False),
-    pa.field("reconsume_times", pa.int32(), nullable=False),
-    pa.field("store_size", pa.int32(), nullable=False),
-    pa.field("store", pa.string(), nullable=False),
-])
+ARROW_SCHEMA = pa.schema(MESSAGE_FIELDS + [pa.field("store", pa.string(), nullable=False)])
 
 #: Columns a write uses; ``topic`` and ``body`` are required. Any other column of
 #: ``READ_SCHEMA`` is accepted and ignored, so a DataFrame read from one store can be

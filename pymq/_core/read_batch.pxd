@@ -1,0 +1,42 @@
+from libc.stdint cimport int64_t
+
+from pymq._core.record cimport RecordLayout
+
+
+cdef struct Picked:
+    # a record a pull picked: where it lies in its mapped segment, and its checked layout
+    const char *src
+    Py_ssize_t size
+    RecordLayout lay
+    int64_t queue_offset
+    int64_t tags_code               # the consume-queue entry's
+
+
+cdef class SegmentHold:
+    cdef list segments              # the MappedFiles the rows lie in, pinned (None once unpinned)
+    cdef Picked *rows               # owned
+    cdef Py_ssize_t count
+    cdef Py_ssize_t next_view       # the body the next buffer export is of (-1: none)
+    cdef Py_ssize_t exports         # body views alive
+    cdef bint released              # the batch let go: unpin once no view is left
+
+    cdef int unpin_if_done(self) except -1
+
+
+cdef class ReadBatch:
+    cdef readonly object status
+    cdef readonly long long next_begin_offset
+    cdef readonly long long min_offset
+    cdef readonly long long max_offset
+    cdef readonly str topic
+    cdef readonly int queue_id
+    cdef readonly int damaged
+    cdef SegmentHold hold           # None for an empty batch
+    cdef Py_ssize_t count
+    cdef list _bodies
+    cdef bint _released
+
+    cdef int take(self, Picked *rows, Py_ssize_t count, list segments) except -1
+    cdef int _check(self) except -1
+    cdef Picked *_row(self, Py_ssize_t i) except NULL
+    cdef object _column(self, int which)
