@@ -8,6 +8,9 @@ where the group has no committed offset start as ``consume_from`` says: ``"earli
 
 Delivery is at least once across crashes: positions advance when ``poll`` returns
 messages and become durable when ``commit()`` returns (it waits for the offsets file).
+
+``poll_batches`` is the batch mode: the same pulls through ``read_batch``, one
+:class:`pymq.ReadBatch` per queue, bodies as views of the log and no message objects.
 """
 
 from __future__ import annotations
@@ -124,23 +127,54 @@ class Consumer:
                 self._positions[(topic, qid)] = r.next_begin_offset
         return out
 
+    def _pull_read_batches(self) -> list:
+        """One pass over the queues with ``read_batch``: the batches that hold messages,
+        positions advanced past them."""
+        out: list = []
+        queues = self._queues()
+        if not queues:
+            return out
+        start = self._next_queue % len(queues)
+        self._next_queue += 1
+        for topic, qid, tags in queues[start:] + queues[:start]:
+            offset = self._positions[(topic, qid)]
+            b = self.store.read_batch(topic, qid, offset, self.pull_batch_size, tags)
+            if b.status is GetMessageStatus.FOUND:
+                out.append(b)
+                self._positions[(topic, qid)] = b.next_begin_offset
+            elif b.status in _RESET:
+                self._positions[(topic, qid)] = b.next_begin_offset
+        return out
+
     def poll(self, timeout_s: float = 1.0) -> list:
         """The next messages from all queues; waits up to ``timeout_s`` for some to arrive
         (``math.inf``: until some do; NaN or negative: ``ValueError``). Raises
         ``StoreStateError`` when the store shuts down meanwhile, or was shut down."""
+        return self._poll(self._pull_once, timeout_s)
+
+    def poll_batches(self, timeout_s: float = 1.0) -> list:
+        """``poll`` in batch mode: the next messages as a list of :class:`pymq.ReadBatch`,
+        one per queue that had some (``batch.topic``, ``batch.queue_id``; bodies are
+        memoryviews of the log, keys and properties decoded on demand). Positions advance
+        past them as with ``poll``; release each batch (``with`` or ``release()``) once
+        handled. A retried message (on a :class:`pymq.Broker`) comes in a batch of the
+        retry topic, its own topic in ``batch.properties(i)["RETRY_TOPIC"]``."""
+        return self._poll(self._pull_read_batches, timeout_s)
+
+    def _poll(self, pull_once, timeout_s: float) -> list:
         wait_timeout(timeout_s)
         deadline = time.monotonic() + timeout_s
         while True:
-            msgs = self._pull_once()
-            if msgs:
-                return msgs
+            got = pull_once()
+            if got:
+                return got
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                return msgs
+                return got
             if not self.store.wait_messages(*self._wait_offsets(), remaining):
                 # timed out, or only filtered-out messages arrived: one more pass then return
                 if time.monotonic() >= deadline:
-                    return self._pull_once()
+                    return pull_once()
 
     def _wait_offsets(self) -> tuple:
         """``(topics, {topic: {queue_id: position}})``: what ``wait_messages`` waits on."""
