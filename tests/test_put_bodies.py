@@ -252,9 +252,8 @@ def test_sync_flush_returns_once_on_disk(tmp_path):
         assert store.commit_log.mapped_file_queue.flushed_where >= r.commitlog_offset + r.wrote_bytes
 
 
-def test_large_batches_copy_without_the_gil_and_roll_segments(tmp_path):
-    """Batches past 32 KiB are written with the GIL released; a batch that does not fit
-    the rest of a segment starts the next one, whole."""
+def test_batches_roll_segments_whole(tmp_path):
+    """A batch that does not fit the rest of a segment starts the next one, whole."""
     with pymq.MessageStore(tmp_path / "s", small_config()) as store:
         results = [store.put_bodies("Big", [bytes([i]) * 1000] * 40) for i in range(5)]
         assert all(r.is_ok() for r in results)
@@ -263,6 +262,17 @@ def test_large_batches_copy_without_the_gil_and_roll_segments(tmp_path):
             assert (r.commitlog_offset + r.wrote_bytes - 1) // (64 * 1024) == seg
         assert store.wait_message("Big", 0, 199, 5.0)
         assert store.read_batch("Big", 0, 199, 1).bodies[0] == bytes([4]) * 1000
+
+
+def test_a_batch_of_megabytes(tmp_path):
+    """From 1 MiB on the copy runs with the GIL released; the records are whole."""
+    cfg = small_config(commitlog_file_size=8 << 20, max_message_size=4 << 20)
+    with pymq.MessageStore(tmp_path / "s", cfg) as store:
+        bodies = [bytes([i % 251]) * 1000 for i in range(1500)]
+        r = store.put_bodies("Huge", bodies, keys=[f"k{i}" for i in range(1500)])
+        assert r.is_ok() and r.wrote_bytes > 1 << 20
+        assert [store.look_message_by_offset(o).body for o in r.commitlog_offsets] == bodies
+        assert store.look_message_by_offset(r.commitlog_offsets[-1]).keys == ["k1499"]
 
 
 # -- bad input: clear errors, nothing stored --------------------------------------------------

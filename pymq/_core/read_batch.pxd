@@ -16,11 +16,18 @@ cdef class SegmentHold:
     cdef list segments              # the MappedFiles the rows lie in, pinned (None once unpinned)
     cdef Picked *rows               # owned
     cdef Py_ssize_t count
-    cdef Py_ssize_t next_view       # the body the next buffer export is of (-1: none)
-    cdef Py_ssize_t exports         # body views alive
-    cdef bint released              # the batch let go: unpin once no view is left
+    cdef Py_ssize_t exports         # buffers exported from the bodies, not released yet
+    cdef bint released              # the batch let go: unpin once no export is left
 
     cdef int unpin_if_done(self) except -1
+
+
+cdef class BodyView:
+    cdef SegmentHold hold
+    cdef const char *ptr
+    cdef Py_ssize_t size
+
+    cdef int _check(self) except -1
 
 
 cdef class ReadBatch:

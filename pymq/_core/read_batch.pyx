@@ -5,8 +5,11 @@
 limits, tag filter and CRC check on read) and, instead of copying the picked records and
 making a ``MessageExt`` of each, keeps where they lie: a ``ReadBatch``.
 
-- ``bodies``: a list of read-only ``memoryview`` objects, one per message, each a view of
-  the body inside the mapped segment (no copy). Made on first access.
+- ``bodies``: a list of ``BodyView`` objects, one per message, each the body inside the
+  mapped segment (no copy): read-only bytes through the buffer protocol, with ``len``,
+  indexing, slicing (a ``memoryview``) and ``==`` as a memoryview has. Made on first
+  access, one freelisted object per body (a ``memoryview`` costs a managed buffer and a
+  view, two garbage-collected objects: about five times as much).
 - columns, as ``memoryview`` objects over C arrays (NumPy takes them with
   ``numpy.frombuffer``): ``queue_offsets``, ``commitlog_offsets``, ``store_timestamps``,
   ``tags_codes`` (int64, the consume-queue entries' tag hash codes), ``store_sizes`` and
@@ -18,12 +21,11 @@ making a ``MessageExt`` of each, keeps where they lie: a ``ReadBatch``.
 
 Lifetime. The batch pins the segments its records lie in (``MappedFile`` pins): a cleaning
 pass or a topic deletion may delete such a segment meanwhile (the file is unlinked, never
-truncated), but its mapping stays until the batch is released and no view of it is left, so
-a view never points at unmapped memory. ``release()`` (or leaving a ``with`` block) ends the
-batch: its accessors raise ``ValueError``, the body views still referenced elsewhere are
-released (using one then raises ``ValueError``, the memoryview's own error), and the
-segments are unpinned once the last view is gone. A view that cannot be released (a NumPy
-array or a slice was made from it) keeps its segment mapped until it goes.
+truncated), but its mapping stays until the batch is released, so a body never points at
+unmapped memory. ``release()`` (or leaving a ``with`` block) ends the batch: its accessors
+and its bodies raise ``ValueError`` from then on, and its segments are unpinned, unless a
+buffer exported from a body before (a ``memoryview`` or slice of it, a NumPy array over
+it) is still alive: that keeps its segment mapped, and valid, until it goes.
 """
 
 cimport cython
@@ -33,7 +35,7 @@ from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free
 from cpython.ref cimport Py_INCREF
 from libc.stdint cimport int32_t, int64_t
-from libc.string cimport memcpy
+from libc.string cimport memcmp, memcpy
 
 from pymq._core.columns cimport record_columns
 from pymq._core.mapped_file cimport MappedFile
@@ -41,19 +43,15 @@ from pymq._core.message cimport decode_properties
 from pymq._core.record cimport RecordLayout, ext_from_page, visible_props_len
 from pymq._core.hton cimport pymq_get_i64
 
-cdef extern from "Python.h":
-    object PyMemoryView_FromObject(object obj)
-    Py_ssize_t Py_REFCNT(object o)
 
 cdef char EMPTY[1]
 
 
 @cython.final
+@cython.no_gc
 cdef class SegmentHold:
-    """The pins of a batch's segments, and the exporter of its body views."""
-
-    def __cinit__(self):
-        self.next_view = -1
+    """The pins of a batch's segments: held until the batch is released and no buffer
+    exported from its bodies is left (a memoryview, a NumPy array made from one)."""
 
     def __dealloc__(self):
         cdef MappedFile mf
@@ -64,20 +62,6 @@ cdef class SegmentHold:
         PyMem_Free(self.rows)
         self.rows = NULL
 
-    def __getbuffer__(self, Py_buffer *view, int flags):
-        cdef Py_ssize_t i = self.next_view
-        cdef Picked *row
-        if i < 0 or i >= self.count or self.segments is None:
-            raise BufferError("a ReadBatch's bodies are had through ReadBatch.bodies")
-        row = &self.rows[i]
-        PyBuffer_FillInfo(view, self, <void *>(row.src + row.lay.body_pos) if row.lay.body_len else EMPTY,
-                          row.lay.body_len, 1, flags)
-        self.exports += 1
-
-    def __releasebuffer__(self, Py_buffer *view):
-        self.exports -= 1
-        self.unpin_if_done()
-
     cdef int unpin_if_done(self) except -1:
         cdef MappedFile mf
         if self.released and self.exports == 0 and self.segments is not None:
@@ -85,6 +69,86 @@ cdef class SegmentHold:
             for mf in segments:
                 mf.unpin()
         return 0
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(256)
+cdef class BodyView:
+    """A message body where it lies in the mapped commit log: read-only bytes, not copied.
+
+    It exports the buffer protocol (``bytes(v)``, ``memoryview(v)``, ``numpy.frombuffer(v)``,
+    ``hashlib``, ``file.write(v)`` take it as they take ``bytes``), has ``len``, indexing
+    and slicing as a memoryview has (a slice is a ``memoryview`` of the same bytes), and
+    compares equal to bytes-like objects of the same content. Once its batch is released
+    every use raises ``ValueError``; what was made from it before (a memoryview, an array)
+    stays valid and keeps the segment mapped until it goes."""
+
+    cdef inline int _check(self) except -1:
+        if self.hold.released:
+            raise ValueError("the ReadBatch of this body was released")
+        return 0
+
+    def __len__(self):
+        self._check()
+        return self.size
+
+    @property
+    def nbytes(self):
+        self._check()
+        return self.size
+
+    @property
+    def readonly(self):
+        return True
+
+    def __getbuffer__(self, Py_buffer *view, int flags):
+        self._check()
+        PyBuffer_FillInfo(view, self, <void *>self.ptr if self.size else EMPTY, self.size, 1, flags)
+        self.hold.exports += 1
+
+    def __releasebuffer__(self, Py_buffer *view):
+        self.hold.exports -= 1
+        self.hold.unpin_if_done()
+
+    def __bytes__(self):
+        self._check()
+        return PyBytes_FromStringAndSize(self.ptr, self.size)
+
+    def tobytes(self):
+        """A copy of the body."""
+        return self.__bytes__()
+
+    def hex(self, *args):
+        return self.__bytes__().hex(*args)
+
+    def __getitem__(self, key):
+        return memoryview(self)[key]
+
+    def __iter__(self):
+        return iter(self.__bytes__())
+
+    def __eq__(self, other):
+        cdef const unsigned char[::1] o
+        self._check()
+        if isinstance(other, BodyView):
+            (<BodyView>other)._check()
+            return self.size == (<BodyView>other).size and memcmp(self.ptr, (<BodyView>other).ptr, self.size) == 0
+        try:
+            o = memoryview(other).cast("B")
+        except (TypeError, ValueError):
+            return NotImplemented
+        return o.shape[0] == self.size and (self.size == 0 or memcmp(self.ptr, &o[0], self.size) == 0)
+
+    def __ne__(self, other):
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    def __hash__(self):
+        return hash(self.__bytes__())
+
+    def __repr__(self):
+        return f"<BodyView of {self.size} bytes{' (released)' if self.hold.released else ''}>"
 
 
 cdef object _int64_column(const int64_t *values, Py_ssize_t n):
@@ -112,28 +176,12 @@ cdef class ReadBatch:
         return self._released
 
     def release(self):
-        """End the batch: drop its views and unpin its segments (once no view is left).
-        Views still referenced elsewhere are released (they raise ``ValueError`` after)."""
-        cdef list views
-        cdef Py_ssize_t i
+        """End the batch: its accessors and its bodies raise ``ValueError`` from now on, and
+        its segments are unpinned (once no buffer exported from a body is left)."""
         if self._released:
             return
         self._released = True
-        views = self._bodies
         self._bodies = None
-        if views is not None:
-            # a view referenced elsewhere than by this list (or all, when somebody holds
-            # the list) is released now, so using it raises instead of reading on
-            shared = Py_REFCNT(views) > 1
-            for i in range(len(views)):
-                v = views[i]
-                if shared or Py_REFCNT(v) > 2:          # the list, ``v``, and somebody else
-                    try:
-                        v.release()
-                    except BufferError:
-                        pass                    # exported further: keeps its segment until it goes
-            v = None
-            views = None
         if self.hold is not None:
             self.hold.released = True
             self.hold.unpin_if_done()
@@ -168,22 +216,23 @@ cdef class ReadBatch:
 
     @property
     def bodies(self):
-        """The bodies as read-only memoryviews of the mapped log, in queue order."""
+        """The bodies, in queue order: ``BodyView`` objects over the mapped log (no copy)."""
         cdef Py_ssize_t i
         cdef list out
-        cdef SegmentHold hold = self.hold
+        cdef BodyView v
+        cdef Picked *row
         self._check()
         if self._bodies is not None:
             return self._bodies
         out = PyList_New(self.count)
         for i in range(self.count):
-            hold.next_view = i
-            v = PyMemoryView_FromObject(hold)
+            row = &self.hold.rows[i]
+            v = BodyView.__new__(BodyView)
+            v.hold = self.hold
+            v.ptr = row.src + row.lay.body_pos
+            v.size = row.lay.body_len
             Py_INCREF(v)
             PyList_SET_ITEM(out, i, v)
-        hold = self.hold
-        if hold is not None:
-            hold.next_view = -1
         self._bodies = out
         return out
 

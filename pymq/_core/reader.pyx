@@ -46,7 +46,7 @@ from pymq._core.cq_unit cimport CqAppender, lookup_by_time, queue_max_offset
 from pymq._core.mapped_file cimport MappedFile, segment_for
 from pymq._core.message cimport MessageExt
 from pymq._core.read_batch cimport Picked, ReadBatch
-from pymq._core.record cimport (DecodeCache, RecordLayout, body_crc32, ext_from_page, next_property, record_at,
+from pymq._core.record cimport (DecodeCache, RecordLayout, body_crc32, ext_from_page, next_property,
                                 record_crc_ok,
                                record_layout)
 
@@ -387,6 +387,7 @@ cdef class QueueReader:
             self.ev_phy[self.ev_count] = phy
         self.ev_count += 1
 
+    @cython.cdivision(True)         # every division and modulo here is of non-negative values
     cdef int _collect(self, GetMessageResult r, MappedFile cq, Py_ssize_t start, long long offset,
                       str topic, int queue_id, int max_msgs, tuple tag_codes, tuple tag_names,
                       bint raw, bint may_repair, ReadBatch batch) except -1:
@@ -400,7 +401,9 @@ cdef class QueueReader:
         cdef bint in_disk, filtered = len(tag_codes) > 0
         cdef list out = r.messages
         cdef list cl_files = self.commit_log_queue.mapped_files
-        cdef MappedFile seg, last_seg
+        cdef MappedFile seg = None, last_seg
+        cdef long long seg_from = -1
+        cdef const char *rec
         cdef DecodeCache cache
         cdef const char *base = cq.base
         cdef object status = NO_MATCHED_MESSAGE
@@ -475,21 +478,24 @@ cdef class QueueReader:
                     pos += CQ_STORE_UNIT_SIZE
                     continue
                 index = offset + (pos - start) // CQ_STORE_UNIT_SIZE
-                seg = segment_for(cl_files, offset_py, cl_fs)
-                rpos = <Py_ssize_t>(offset_py - seg.file_from_offset) if seg is not None else -1
+                if seg is None or not (seg_from <= offset_py < seg_from + cl_fs):
+                    seg = segment_for(cl_files, offset_py, cl_fs)
+                    seg_from = seg.file_from_offset if seg is not None else -1
+                rpos = <Py_ssize_t>(offset_py - seg_from) if seg is not None else -1
                 if seg is None or seg.base == NULL or size_py <= 0 or rpos + size_py > seg.wrote:
                     if (self.follower and size_py > 0 and offset_py >= max_phy
                             and offset_py < max_phy + 2 * cl_fs):
                         break           # a follower has not scanned that far yet: not yet, not damage
                     bad = True
                 else:
-                    bad = (record_at(seg.base, rpos, rpos + size_py, cl_fs, seg.file_from_offset, False) != size_py
-                           or pymq_get_i32(seg.base + rpos + 12) != queue_id
-                           or pymq_get_i64(seg.base + rpos + 20) != index)
-                    if not bad:
-                        record_layout(seg.base + rpos, size_py, &lay)
-                        bad = lay.topic_len != topic_len or memcmp(seg.base + rpos + lay.topic_pos, topic_raw,
-                                                                   topic_len) != 0
+                    # the acceptance rule (``record_at``: a whole, consistent record whose
+                    # PHYSICALOFFSET is where it lies), and the entry's queue, offset and topic
+                    rec = seg.base + rpos
+                    bad = (record_layout(rec, size_py, &lay) != size_py
+                           or pymq_get_i64(rec + 28) != offset_py
+                           or pymq_get_i32(rec + 12) != queue_id
+                           or pymq_get_i64(rec + 20) != index
+                           or lay.topic_len != topic_len or memcmp(rec + lay.topic_pos, topic_raw, topic_len) != 0)
                 if bad:
                     if may_repair and self.bad_index < 0:
                         self.bad_index = index      # stop here; the queue is rebuilt, then read on

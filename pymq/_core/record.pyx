@@ -67,6 +67,10 @@ cdef extern from "pymq_crc32.h" nogil:
     uint32_t pymq_crc32(uint32_t crc, const unsigned char *buf, size_t len)
     const char *pymq_crc32_impl()
 
+cdef extern from "pymq_crc_entry.h" nogil:
+    bint pymq_is_crc_head(const char *p)
+    int64_t pymq_crc_digits(const char *p)
+
 cdef extern from "pymq_javahash.h" nogil:
     uint32_t pymq_java_hash_cp(uint32_t h, uint32_t cp)
     int32_t pymq_java_hash_utf8(const char *buf, size_t n)
@@ -107,17 +111,11 @@ cdef const char *PROP_CRC_HEAD = b"__CRC32#\x01"
 cdef bint record_crc_ok(const char *rec, const RecordLayout *lay, Py_ssize_t total) noexcept nogil:
     """The record's checksum holds: its own CRC when it carries one (every field), else
     its BODYCRC (the body)."""
-    cdef int64_t v = 0
-    cdef Py_ssize_t i
-    cdef char c
+    cdef int64_t v
     if lay.prop_crc:
-        for i in range(total - 2, total - 12, -1):       # most significant digit first
-            c = rec[i]
-            if c < 48 or c > 57:
-                return False
-            v = v * 10 + (c - 48)
-        return v == <int64_t>(pymq_crc32(0, <const unsigned char *>rec, <size_t>(total - PROP_CRC_LEN))
-                              & 0x7FFFFFFFu)
+        v = pymq_crc_digits(rec + total - 11)           # ten digits, least significant first
+        return v >= 0 and v == <int64_t>(pymq_crc32(0, <const unsigned char *>rec, <size_t>(total - PROP_CRC_LEN))
+                                          & 0x7FFFFFFFu)
     return lay.body_len <= 0 or body_crc32(rec + lay.body_pos, lay.body_len) == pymq_get_i32(rec + 8)
 
 
@@ -519,7 +517,7 @@ cdef Py_ssize_t record_layout(const char *rec, Py_ssize_t avail, RecordLayout *o
     if cal_msg_length(sys_flag, out.body_len, out.topic_len, out.props_len) != total:
         return -1
     out.prop_crc = (out.props_len >= PROP_CRC_LEN and rec[total - 1] == 2
-                    and memcmp(rec + total - PROP_CRC_LEN, PROP_CRC_HEAD, 9) == 0
+                    and pymq_is_crc_head(rec + total - PROP_CRC_LEN)
                     and (out.props_len == PROP_CRC_LEN or rec[total - PROP_CRC_LEN - 1] == 2))
     return total
 

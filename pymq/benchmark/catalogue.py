@@ -19,6 +19,7 @@ from .sqlite import SqliteExecutemany, SqliteInsertPerTxn, SqliteReadPages
 from .transaction import PymqPutWithHalves, PymqPutWithoutHalves
 from .write import (LmdbPutMulti, LmdbPutPerTxn, PymqPutMessage, PymqPutMessageNoRecordCrc, PymqPutMessages,
                     PymqPutMessagesNoRecordCrc, QueuelibPush)
+from .zero_object import ZERO_OBJECT
 
 #: Every workload, in output order; a group's pymq row comes first.
 WORKLOADS: tuple[type[Workload], ...] = (
@@ -26,6 +27,7 @@ WORKLOADS: tuple[type[Workload], ...] = (
     PymqPutMessages, PymqPutMessagesNoRecordCrc, LmdbPutMulti, SqliteExecutemany,
     PymqDispatch, PymqPutMessagesReference,
     PymqGetMessage, PymqGetMessageNoCrc, QueuelibPop, LmdbCursorRead, SqliteReadPages,
+    *ZERO_OBJECT,
     PymqTimeLookup, BisectTimeLookup,
     PymqQueryMessage, LmdbGet, SqliteSelect,
     PymqDelayDelivery, PymqTimerDelivery,
