@@ -19,12 +19,12 @@ Neither NumPy nor pyarrow is imported here unless the object came from it.
 """
 
 cimport cython
-from cpython.buffer cimport (PyBUF_FORMAT, PyBUF_RECORDS_RO, PyBUF_SIMPLE, PyBuffer_Release,
-                             PyObject_CheckBuffer, PyObject_GetBuffer)
+from cpython.buffer cimport (PyBUF_RECORDS_RO, PyBUF_SIMPLE, PyBuffer_Release, PyObject_CheckBuffer,
+                             PyObject_GetBuffer)
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.stdint cimport int32_t, int64_t
-from libc.string cimport memcpy, memset
+from libc.string cimport memcpy
 
 
 @cython.final

@@ -286,7 +286,7 @@ def put_bodies(CommitLogAppender app not None, topic, bodies, queue_id=None, key
     ``MessageStore.put_bodies``. Returns a ``PutMessageResult``; raises ``TypeError`` /
     ``ValueError`` for arguments of the wrong type or length (nothing written)."""
     cdef BodySource src
-    cdef Py_ssize_t n, i, total = 0, client_size = 0, props_len, before, tl, kl
+    cdef Py_ssize_t n, i, total = 0, client_size = 0, props_len, tl, kl
     cdef int qid
     cdef TopicQueues tq
     cdef list key_list = None, tag_list = None, prop_list = None, texts
@@ -307,7 +307,6 @@ def put_bodies(CommitLogAppender app not None, topic, bodies, queue_id=None, key
     cdef MappedFile cur
     cdef int32_t sys_flag = 0
     cdef Py_ssize_t born_len, store_len, fixed
-    cdef str why
 
     if not isinstance(topic, str):
         raise TypeError(f"topic must be a str, not {_kind(topic)}")

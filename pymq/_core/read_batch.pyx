@@ -168,7 +168,7 @@ cdef class ReadBatch:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, exc, tb):
         self.release()
 
     @property

@@ -1,6 +1,7 @@
 from typing import Any, Callable, Iterator, Optional
 
 from pymq._core.message import MessageExt
+from pymq._core.read_batch import ReadBatch
 from pymq.status import BoundaryType, GetMessageStatus
 
 class GetMessageResult:
@@ -36,5 +37,7 @@ class QueueReader:
                     tags: Optional[str] = ...) -> GetMessageResult: ...
     def get_message_raw(self, group: Any, topic: str, queue_id: int, offset: int, max_msgs: int = ...,
                         tags: Optional[str] = ...) -> GetMessageResult: ...
+    def read_batch(self, topic: str, queue_id: int, offset: int, max_msgs: int = ...,
+                   tags: Optional[str] = ...) -> ReadBatch: ...
     def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int,
                                     boundary: BoundaryType = ...) -> int: ...

@@ -114,8 +114,8 @@ cdef bint record_crc_ok(const char *rec, const RecordLayout *lay, Py_ssize_t tot
     cdef int64_t v
     if lay.prop_crc:
         v = pymq_crc_digits(rec + total - 11)           # ten digits, least significant first
-        return v >= 0 and v == <int64_t>(pymq_crc32(0, <const unsigned char *>rec, <size_t>(total - PROP_CRC_LEN))
-                                          & 0x7FFFFFFFu)
+        return v >= 0 and v == <int64_t>(
+            pymq_crc32(0, <const unsigned char *>rec, <size_t>(total - PROP_CRC_LEN)) & 0x7FFFFFFFu)
     return lay.body_len <= 0 or body_crc32(rec + lay.body_pos, lay.body_len) == pymq_get_i32(rec + 8)
 
 
