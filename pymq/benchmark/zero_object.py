@@ -11,11 +11,12 @@ the floors the machine sets for them, measured in the same run.
     loop): ``put_bodies(..., keys=)`` (the store indexes them) next to lmdb with those keys.
 ``read_batch``
     pages of 32 through ``read_batch`` (a ``with`` block each), every body touched
-    (``len`` of its memoryview), next to an lmdb read cursor over the same bodies
+    (``len`` of its ``BodyView``), next to an lmdb read cursor over the same bodies
     (``iternext``, every value touched).
 
-Each group has floor rows (``floor-*``): the same bytes with no store around them, so
-their ratio (pymq / floor, < 1) says how close pymq is to what the machine allows:
+``pymq-no-dispatch`` is ``put_bodies`` with the store's dispatcher stopped: the writer's
+own part. Each group has floor rows (``floor-*``): the same bytes with no store around
+them, so their ratio (pymq / floor, < 1) says how close pymq is to what the machine allows:
 
 - ``floor-fresh-map``: the records pymq writes (the same sizes and bytes: encoded once
   beforehand) copied into a fresh, ``fallocate``d file mapping a batch at a time, as
@@ -40,7 +41,6 @@ import os
 import random
 from typing import Any
 
-import pymq
 from pymq._core.record import encode_message
 
 from .base import TOPIC, Workload, _expect, store_config
@@ -99,6 +99,18 @@ class PymqPutBodies(_ZeroObject, _PymqWorkload):
             i += k
         self.next = end
         self.last, self.written = r, end
+
+
+class PymqPutBodiesNoDispatch(PymqPutBodies):
+    """``put_bodies`` with the dispatcher stopped: the writer's own part (on 2 cores the
+    dispatcher shares the CPU with the writer; this row shows what that costs)."""
+
+    implementation = "pymq-no-dispatch"
+    operation = "store.put_bodies(topic, bodies x batch), the dispatcher stopped"
+
+    def open(self, path: str) -> None:
+        super().open(path)
+        self.store.reput_service.shutdown()
 
 
 class PymqPutBodiesKeys(PymqPutBodies):
@@ -353,6 +365,6 @@ class FloorViews(FloorLoop):
     make_views = True
 
 
-ZERO_OBJECT = (PymqPutBodies, LmdbPutMultiBodies, FloorFreshMap, FloorPwrite, FloorMemcpy,
+ZERO_OBJECT = (PymqPutBodies, PymqPutBodiesNoDispatch, LmdbPutMultiBodies, FloorFreshMap, FloorPwrite, FloorMemcpy,
                PymqPutBodiesKeys, LmdbPutMultiKeys, FloorFreshMapKeys, FloorMemcpyKeys,
                PymqReadBatch, LmdbCursorBodies, FloorLoop, FloorViews)
