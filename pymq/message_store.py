@@ -502,6 +502,12 @@ class MessageStore:
             msgs = list(msgs)
         return self._flushed_future(self.commit_log.appender.put_batch(msgs))
 
+    def async_put_bodies(self, topic: str, bodies, *, queue_id: Optional[int] = None, keys=None, tags=None,
+                         properties=None) -> "Future":
+        """``put_bodies`` as :meth:`async_put_message` does ``put_message``."""
+        return self._flushed_future(_put_bodies(self.commit_log.appender, topic, bodies, queue_id, keys, tags,
+                                                properties))
+
     def _flushed_future(self, result) -> "Future":
         return flushed_future(self.flush_service if self._sync_flush else None, result)
 

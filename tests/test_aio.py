@@ -92,6 +92,9 @@ async def test_sync_flush_put_awaits_the_disk_without_a_thread(tmp_path):
         batch = await s.put_messages([pymq.Message("T", b"b%d" % i) for i in range(10)])
         assert batch.is_ok() and batch.msg_num == 10
         assert store.commit_log.mapped_file_queue.flushed_where >= batch.commitlog_offset + batch.wrote_bytes
+        bodies = await s.put_bodies("T", [b"r%d" % i for i in range(10)], keys=[f"k{i}" for i in range(10)])
+        assert bodies.is_ok() and bodies.msg_num == 10
+        assert store.commit_log.mapped_file_queue.flushed_where >= bodies.commitlog_offset + bodies.wrote_bytes
         assert set(threading.enumerate()) <= before      # no executor thread was needed
 
 

@@ -250,6 +250,10 @@ def test_sync_flush_returns_once_on_disk(tmp_path):
         r = store.put_bodies("Sync", [b"x" * 100] * 20)
         assert r.status is P.PUT_OK
         assert store.commit_log.mapped_file_queue.flushed_where >= r.commitlog_offset + r.wrote_bytes
+        f = store.async_put_bodies("Sync", [b"y" * 100] * 5)
+        r = f.result(timeout=5)
+        assert r.status is P.PUT_OK
+        assert store.commit_log.mapped_file_queue.flushed_where >= r.commitlog_offset + r.wrote_bytes
 
 
 def test_batches_roll_segments_whole(tmp_path):

@@ -97,6 +97,15 @@ class AsyncStore:
             return self.store.put_messages(msgs)
         return await self._flushed(self.store.async_put_messages(msgs))
 
+    async def put_bodies(self, topic: str, bodies: Any, *, queue_id: Optional[int] = None, keys: Any = None,
+                         tags: Any = None, properties: Any = None) -> PutMessageResult:
+        """``put_bodies`` (raw bodies, one batch of one topic and queue), as :meth:`put_message`."""
+        if not self._sync:
+            return self.store.put_bodies(topic, bodies, queue_id=queue_id, keys=keys, tags=tags,
+                                         properties=properties)
+        return await self._flushed(self.store.async_put_bodies(topic, bodies, queue_id=queue_id, keys=keys,
+                                                               tags=tags, properties=properties))
+
     async def _flushed(self, cf):
         """The result of a put whose flush ``cf`` (a concurrent future) completes: the
         group commit posts it to the loop (coalesced, :meth:`LoopWaiters.post`); after
