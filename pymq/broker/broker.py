@@ -54,6 +54,8 @@ class Broker(MessageStore):
             bc = self.broker_config = broker_config if broker_config is not None else BrokerConfig()
             self.topic_config_manager = TopicConfigManager(self.store_path, bc)
             self._load_table(self.topic_config_manager)
+            if not self.read_only:
+                self.topic_config_manager.ensure_default_topic()
             self.subscription_group_manager = SubscriptionGroupManager(self.store_path, bc)
             self._load_table(self.subscription_group_manager)
             self.send_back_service = SendMessageBackService(self, bc)

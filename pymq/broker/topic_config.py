@@ -27,6 +27,11 @@ PERM_INHERIT = 1
 PERM_WRITE = 2
 PERM_READ = 4
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+#: the topic whose route a 4.x producer borrows for a topic that does not exist yet
+#: (``TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC``); the broker keeps it while auto-creation
+#: is on, with ``DEFAULT_TOPIC_QUEUE_NUMS`` queues and INHERIT | READ | WRITE
+DEFAULT_TOPIC = "TBW102"
+DEFAULT_TOPIC_QUEUE_NUMS = 8
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 
 
@@ -99,6 +104,19 @@ class TopicConfigManager(DataVersionTable):
             return None
         n = self.broker_config.default_topic_queue_nums
         return TopicConfig(topic, n, n)
+
+    def ensure_default_topic(self) -> None:
+        """Add ``TBW102`` while ``auto_create_topic_enable`` is on, as RocketMQ's broker does
+        at start: a 4.x producer finds no route for a new topic (the name server answers
+        TOPIC_NOT_EXIST), sends along this topic's route instead, and the broker creates
+        the topic on that send."""
+        if not self.broker_config.auto_create_topic_enable:
+            return
+        n = DEFAULT_TOPIC_QUEUE_NUMS
+        with self._lock:
+            # added at every start, so not a change to write now: it is written with the next
+            # (a write now would hold back the next change's by the write interval)
+            self._table.setdefault(DEFAULT_TOPIC, TopicConfig(DEFAULT_TOPIC, n, n, PERM_INHERIT | PERM_READ | PERM_WRITE))
 
     def why_not_created(self, topic: str) -> Optional[str]:
         """Why a send to the unknown ``topic`` does not create it (auto-creation off, or

@@ -36,7 +36,7 @@ import org.apache.rocketmq.tools.command.MQAdminStartup;
  *   java RmqProbe NAMESRV BROKER_ADDR PLAN.json OUT.json
  *
  * Steps ({"op": ...}): createTopic, send, dump, pullTag, query, uniq, viewOffsetId,
- * mqadmin, offsets, consume, searchOffset. A step that throws records {"error": "..."} and the plan goes on.
+ * mqadmin, offsets, consume, searchOffset, route. A step that throws records {"error": "..."} and the plan goes on.
  */
 public class RmqProbe {
     static String ns;
@@ -114,6 +114,8 @@ public class RmqProbe {
                     out.put(String.valueOf(mq.getQueueId()), admin.searchOffset(mq, ts));
                 return out;
             }
+            case "route":                 // the name server's TopicRouteData, as JSON
+                return JSON.parse(admin.examineTopicRouteInfo(s.getString("topic")).toJson());
             default: throw new IllegalArgumentException("unknown op " + s.getString("op"));
         }
     }

@@ -100,6 +100,28 @@ def test_a_delivered_delay_message_keeps_its_delay_level(probe):
     assert got[0]["msgId"] == sent[0]["msgId"] or props.get("UNIQ_KEY") == sent[0]["msgId"]
 
 
+def test_routes_only_for_topics_that_exist(probe):
+    """The name server describes only existing topics (a lookup creates nothing, a group's
+    retry topic included); the Java producer sends a new topic's first message along
+    TBW102's route, and that send creates the topic with the producer's 4 queues."""
+    def queues(route: dict) -> tuple:
+        q, = route["queueDatas"]
+        return q["perm"], q["readQueueNums"], q["writeQueueNums"]
+    missing, retry, tbw = probe([{"op": "route", "topic": "NotYetThere"},
+                                 {"op": "route", "topic": "%RETRY%never_heard_of"},
+                                 {"op": "route", "topic": "TBW102"}], allow_errors=True)
+    assert "CODE: 17" in missing["error"] and "No topic route info in name server for the topic: NotYetThere" \
+        in missing["error"], missing
+    assert "CODE: 17" in retry["error"], retry
+    assert queues(tbw) == (7, 8, 8), tbw
+    sent, route, again = probe([{"op": "send", "topic": "BornOnSend", "messages": _messages(2)},
+                                {"op": "route", "topic": "BornOnSend"},
+                                {"op": "route", "topic": "%RETRY%never_heard_of"}], allow_errors=True)
+    assert [x["status"] for x in sent] == ["SEND_OK"] * 2, sent
+    assert queues(route) == (6, 4, 4), route
+    assert "CODE: 17" in again["error"], again
+
+
 @pytest.fixture(autouse=True)
 def _timing(request, counterpart):
     t0 = time.monotonic()

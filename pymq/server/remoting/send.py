@@ -31,7 +31,7 @@ import struct
 from pymq._core.layout import TRANSACTION_PREPARED_TYPE, TRANSACTION_TYPE_MASK
 from pymq._core.message import Message, decode_properties
 from pymq.broker.retry import SendBackError
-from pymq.broker.topic_config import PERM_READ, PERM_WRITE, RETRY_GROUP_TOPIC_PREFIX, dlq_topic
+from pymq.broker.topic_config import DEFAULT_TOPIC, PERM_READ, PERM_WRITE, RETRY_GROUP_TOPIC_PREFIX, dlq_topic
 from pymq.broker.validators import is_system_topic, topic_problem
 from pymq.status import PutMessageStatus as P
 
@@ -108,8 +108,10 @@ class SendMessageProcessor:
 
     # -- checks ---------------------------------------------------------------------------
 
-    def _topic_for_send(self, topic: str, queue_id: int):
-        """The topic's config (created on first send), the checks of ``msgCheck``."""
+    def _topic_for_send(self, topic: str, queue_id: int, client_queue_nums: int = 0):
+        """The topic's config (created on first send), the checks of ``msgCheck``. A new
+        topic gets the producer's ``defaultTopicQueueNums``, at most the queues of
+        ``TBW102`` (``createTopicInSendMessageMethod``)."""
         why = topic_problem(topic)
         if why is not None:
             raise RequestError(ResponseCode.SYSTEM_ERROR, why)
@@ -118,17 +120,19 @@ class SendMessageProcessor:
         tcm = self.broker.topic_config_manager
         tc = tcm.select_topic_config(topic)
         if tc is None:
-            # a new topic's queues, checked before it is created: a refused send leaves none
-            would = tcm.select_or_default_topic_config(topic)
-            if would is not None and queue_id >= max(would.write_queue_nums, would.read_queue_nums):
-                raise RequestError(ResponseCode.SYSTEM_ERROR,
-                                   f"request queueId[{queue_id}] is illegal, topic:[{topic}] "
-                                   f"writeQueueNums:[{would.write_queue_nums}]")
             if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
                 group = self._group(topic[len(RETRY_GROUP_TOPIC_PREFIX):])
                 tc = tcm.create_topic_of_group(topic, group.retry_queue_nums, PERM_READ | PERM_WRITE)
             else:
-                tc = tcm.create_topic_in_send_message_method(topic)
+                default = tcm.select_topic_config(DEFAULT_TOPIC)
+                n = self.broker.broker_config.default_topic_queue_nums
+                if client_queue_nums > 0 and default is not None:
+                    n = min(client_queue_nums, default.write_queue_nums)
+                # a new topic's queues, checked before it is created: a refused send leaves none
+                if queue_id >= n and tcm.why_not_created(topic) is None:
+                    raise RequestError(ResponseCode.SYSTEM_ERROR,
+                                       f"request queueId[{queue_id}] is illegal, topic:[{topic}] writeQueueNums:[{n}]")
+                tc = tcm.create_topic_in_send_message_method(topic, n)
         if tc is None:
             why = tcm.why_not_created(topic)
             raise RequestError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!"
@@ -156,7 +160,7 @@ class SendMessageProcessor:
         queue_id = req_int(h, "queueId")
         sys_flag = opt_int(h, "sysFlag")
         reconsume_times = opt_int(h, "reconsumeTimes")
-        tc = self._topic_for_send(topic, queue_id)
+        tc = self._topic_for_send(topic, queue_id, opt_int(h, "defaultTopicQueueNums"))
         if queue_id < 0:
             queue_id = random.randrange(max(tc.write_queue_nums, 1))
         props = decode_properties(opt_str(h, "properties"))
@@ -211,7 +215,7 @@ class SendMessageProcessor:
         if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             raise RequestError(ResponseCode.MESSAGE_ILLEGAL, "batch message does not support retry group")
         queue_id = req_int(h, "queueId")
-        tc = self._topic_for_send(topic, queue_id)
+        tc = self._topic_for_send(topic, queue_id, opt_int(h, "defaultTopicQueueNums"))
         if queue_id < 0:
             queue_id = random.randrange(max(tc.write_queue_nums, 1))
         born, flag_sys, host = opt_int(h, "bornTimestamp"), opt_int(h, "sysFlag"), conn.peer
