@@ -159,6 +159,25 @@ class RealBroker:
                 raise RuntimeError(f"the {name} (pid {pid}) did not stop")
             pid_file.unlink()
 
+    def kill(self) -> None:
+        """Stop both at once by KILL (``abort`` stays: the store is left as after a crash),
+        for a test done with the broker that needs no clean shutdown (that takes ~6 s)."""
+        if not self.running:
+            return
+        self.running = False
+        for name in ("broker", "namesrv"):
+            pid_file = self.run_dir / f"{name}.pid"
+            if pid_file.exists():
+                pid = int(pid_file.read_text())
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                deadline = time.monotonic() + 10
+                while _alive(pid) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                pid_file.unlink()
+
     def log(self, name: str = "broker.log") -> str:
         path = self.run_dir / "home" / "logs" / "rocketmqlogs" / name
         return path.read_text(errors="replace") if path.exists() else ""
