@@ -326,7 +326,8 @@ def test_rocketmq_store_opens_in_pymq_and_back(real_broker, rocketmq_probe, tmp_
     # pymq's records carry their CRC: the 20 appended, and the delayed one if pymq delivered it
     pymq_delivered = CRC_PROP.encode() in records[got[0]["commitLogOffset"]]
     assert assert_same_messages(again, final, records.__getitem__) == 20 + pymq_delivered
-    assert [(m["queueId"], m["queueOffset"]) for m in by_key] == [(1, 26)] == [(pevent["queueId"], pevent["queueOffset"])]
+    assert (pevent["queueId"], pevent["queueOffset"]) == (1, 26)
+    assert [(m["queueId"], m["queueOffset"]) for m in by_key] == [(1, 26)]
     assert [(m["queueId"], m["queueOffset"], m["keys"]) for m in by_uniq] == [(1, 26, "pevent-13")]
     assert mqadmin_rows(admin_text) == [(2, got[0]["queueOffset"])], admin_text
     assert offsets_rmq == {"0": 25, "1": 5} and offsets_pymq["1"] == 28, (offsets_rmq, offsets_pymq)
