@@ -4,9 +4,13 @@ A send's fields (``producerGroup``, ``topic``, ``defaultTopic``, ``defaultTopicQ
 ``queueId``, ``sysFlag``, ``bornTimestamp``, ``flag``, ``properties``, ``reconsumeTimes``,
 ``unitMode``, ``maxReconsumeTimes``; V2 names them ``a`` .. ``n``) and its body become one
 record, stored as the client sent it: the body verbatim (compressed when ``sysFlag`` says
-so), the properties string as given, the born time and the connection's address as the born
-host. As RocketMQ's ``SendMessageProcessor`` does:
+so), the born time and the connection's address as the born host. As RocketMQ's
+``SendMessageProcessor`` does:
 
+* the properties are the client's with ``CLUSTER`` (the broker's cluster name) added and,
+  for a single send, ``WAIT`` left out of the record (RocketMQ saves those bytes); each
+  message of a batch gets the batch's own properties (``WAIT`` included) and ``CLUSTER``
+  after its own, as RocketMQ's batch encoder appends them;
 * topics are checked, and created on their first send when auto-creation is on;
 * a queue id below 0 picks a queue; one beyond the topic's queues is refused;
 * a send to ``%RETRY%{group}`` whose ``reconsumeTimes`` reached the group's limit (or the
@@ -40,6 +44,8 @@ from .codes import RequestCode, ResponseCode
 from .headers import RequestError, opt_bool, opt_int, opt_str, req_int, require, send_header
 
 START_DELIVER_TIME = "__STARTDELIVERTIME"       # ONS's timer property (ms)
+CLUSTER = "CLUSTER"                             # the cluster that stored the message
+WAIT = "WAIT"                                   # the producer waits for the store: not kept
 _BATCH_HEAD = struct.Struct(">iiiii")
 _PUT_CODES = {
     P.PUT_OK: ResponseCode.SUCCESS,
@@ -164,6 +170,8 @@ class SendMessageProcessor:
         if queue_id < 0:
             queue_id = random.randrange(max(tc.write_queue_nums, 1))
         props = decode_properties(opt_str(h, "properties"))
+        props.pop(WAIT, None)
+        props[CLUSTER] = self.broker.broker_config.cluster_name
         if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             group = self._group(topic[len(RETRY_GROUP_TOPIC_PREFIX):])
             limit = opt_int(h, "maxReconsumeTimes", group.retry_max_times)
@@ -219,10 +227,13 @@ class SendMessageProcessor:
         if queue_id < 0:
             queue_id = random.randrange(max(tc.write_queue_nums, 1))
         born, flag_sys, host = opt_int(h, "bornTimestamp"), opt_int(h, "sysFlag"), conn.peer
+        batch_props = decode_properties(opt_str(h, "properties"))
+        batch_props[CLUSTER] = self.broker.broker_config.cluster_name
         msgs = []
         for flag, data, props in decode_batch(bytes(cmd.body), topic):
             if props.get("DELAY") or props.get(START_DELIVER_TIME):
                 raise RequestError(ResponseCode.MESSAGE_ILLEGAL, "batch message does not support delay")
+            props.update(batch_props)
             msgs.append(Message(topic, data, properties=props, queue_id=queue_id, flag=flag, born_timestamp=born,
                                 born_host=host, sys_flag=flag_sys & ~TRANSACTION_TYPE_MASK))
         kind = (topic, NORMAL)
