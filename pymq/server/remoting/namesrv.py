@@ -25,6 +25,11 @@ from .codes import RequestCode, ResponseCode
 from .headers import json_bytes, require
 
 
+#: what RocketMQ's name server appends to that answer (``FAQUrl.suggestTodo``); the Java
+#: client then adds no FAQ line of its own
+_APPLY_TOPIC = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
+
+
 class NameServerProcessor:
     """Route and cluster queries (``DefaultRequestProcessor`` of the name server)."""
 
@@ -54,7 +59,7 @@ class NameServerProcessor:
         tc = self.broker.topic_config_manager.select_topic_config(topic)
         if tc is None:
             return cmd.response(ResponseCode.TOPIC_NOT_EXIST,
-                                f"No topic route info in name server for the topic: {topic}")
+                                f"No topic route info in name server for the topic: {topic}{_APPLY_TOPIC}")
         bc = self.broker.broker_config
         route = {"orderTopicConf": None,
                  "queueDatas": [{"brokerName": bc.broker_name, "readQueueNums": tc.read_queue_nums,
