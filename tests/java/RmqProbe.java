@@ -16,7 +16,12 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import org.apache.rocketmq.client.QueryResult;
+import java.util.concurrent.atomic.AtomicInteger;
 import org.apache.rocketmq.client.consumer.DefaultMQPullConsumer;
+import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
+import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.client.consumer.PullResult;
 import org.apache.rocketmq.client.consumer.PullStatus;
 import org.apache.rocketmq.client.consumer.store.RemoteBrokerOffsetStore;
@@ -37,7 +42,7 @@ import org.apache.rocketmq.tools.command.MQAdminStartup;
  *   java RmqProbe NAMESRV BROKER_ADDR PLAN.json OUT.json
  *
  * Steps ({"op": ...}): createTopic, send, dump, pullTag, query, uniq, viewOffsetId,
- * mqadmin, offsets, consume, heartbeat, searchOffset, route. A step that throws records {"error": "..."}
+ * mqadmin, offsets, committed, consume, heartbeat, searchOffset, route, pushStart, pushWait. A step that throws records {"error": "..."}
  * and the plan goes on.
  */
 public class RmqProbe {
@@ -46,6 +51,8 @@ public class RmqProbe {
     static DefaultMQAdminExt admin;
     static DefaultMQProducer producer;
     static final Map<String, DefaultMQPullConsumer> consumers = new HashMap<>();
+    static final Map<String, DefaultMQPushConsumer> pushConsumers = new HashMap<>();
+    static final Map<String, AtomicInteger> pushed = new HashMap<>();
 
     public static void main(String[] args) throws Exception {
         ns = args[0];
@@ -72,6 +79,7 @@ public class RmqProbe {
             results.add(r);
         }
         for (DefaultMQPullConsumer c : consumers.values()) c.shutdown();
+        for (DefaultMQPushConsumer c : pushConsumers.values()) c.shutdown();
         producer.shutdown();
         admin.shutdown();
         String json = JSON.toJSONString(results, SerializerFeature.WriteMapNullValue);   // keep null tags/keys
@@ -116,6 +124,19 @@ public class RmqProbe {
                     out.put(String.valueOf(mq.getQueueId()), c.fetchConsumeOffset(mq, true));
                 return out;
             }
+            case "committed": {           // the group's committed offsets as the broker reports them (consumeStats,
+                                          // no client joins the group); with "waitFor" {qid: offset}, polled until
+                                          // they are those (up to "waitMs")
+                long deadline = System.currentTimeMillis() + s.getLongValue("waitMs");
+                while (true) {
+                    JSONObject out = new JSONObject();
+                    admin.examineConsumeStats(s.getString("group"), s.getString("topic")).getOffsetTable()
+                        .forEach((mq, w) -> out.put(String.valueOf(mq.getQueueId()), w.getConsumerOffset()));
+                    if (!s.containsKey("waitFor") || out.equals(s.getJSONObject("waitFor"))
+                        || System.currentTimeMillis() > deadline) return out;
+                    Thread.sleep(200);
+                }
+            }
             case "consume": return consume(s.getString("group"), s.getString("topic"), s.getJSONObject("counts"));
             case "heartbeat": {      // the consumers' heartbeat now (a started consumer's first one waits a second,
                                      // then goes only to brokers whose routes it knows): the broker registers
@@ -131,6 +152,30 @@ public class RmqProbe {
                 for (MessageQueue mq : queues(s.getString("topic")))
                     out.put(String.valueOf(mq.getQueueId()), admin.searchOffset(mq, ts));
                 return out;
+            }
+            case "pushStart": {           // a push consumer (clustering, "*") that counts what it is handed
+                DefaultMQPushConsumer c = new DefaultMQPushConsumer(s.getString("group"));
+                c.setNamesrvAddr(ns);
+                c.setInstanceName("probe-push-" + s.getString("group"));
+                c.setPersistConsumerOffsetInterval(500);
+                c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+                c.subscribe(s.getString("topic"), "*");
+                AtomicInteger n = new AtomicInteger();
+                c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+                    n.addAndGet(msgs.size());
+                    return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+                });
+                c.start();
+                pushed.put(s.getString("group"), n);
+                pushConsumers.put(s.getString("group"), c);
+                return true;
+            }
+            case "pushWait": {            // messages the push consumer was handed, once >= "count" (or "waitMs")
+                AtomicInteger n = pushed.get(s.getString("group"));
+                long deadline = System.currentTimeMillis() + s.getLongValue("waitMs");
+                while (n.get() < s.getIntValue("count") && System.currentTimeMillis() < deadline) Thread.sleep(50);
+                Thread.sleep(s.getLongValue("settleMs"));
+                return n.get();
             }
             case "route":                 // the name server's TopicRouteData, as JSON
                 return JSON.parse(admin.examineTopicRouteInfo(s.getString("topic")).toJson());

@@ -90,6 +90,27 @@ def test_reset_offset_by_time_with_no_consumer_online_moves_the_offsets(probe):
     assert offsets == {"0": 0}, (offsets, out)
 
 
+def test_reset_offset_by_time_makes_an_online_push_consumer_consume_again(probe):
+    """A push consumer of the group is online: the broker sends it the offsets of the time
+    asked (RESET_CONSUMER_CLIENT_OFFSET), it moves to them and gets the messages again."""
+    t0 = int(time.time() * 1000) - 60_000
+    results = probe([{"op": "createTopic", "topic": "ResetLive", "queues": 2},
+                     {"op": "send", "topic": "ResetLive", "messages": _messages(3) + [
+                         dict(m, queue=1) for m in _messages(3)]},
+                     {"op": "pushStart", "group": "reset_live", "topic": "ResetLive"},
+                     {"op": "pushWait", "group": "reset_live", "count": 6, "waitMs": 30_000, "settleMs": 2_000},
+                     # committed by the consumer's pulls, or at the latest by its offset persisting (10 s)
+                     {"op": "committed", "group": "reset_live", "topic": "ResetLive", "waitFor": {"0": 3, "1": 3},
+                      "waitMs": 20_000},
+                     {"op": "mqadmin", "args": ["resetOffsetByTime", "-g", "reset_live", "-t", "ResetLive",
+                                                "-s", str(t0)], "stderr": True},
+                     {"op": "pushWait", "group": "reset_live", "count": 12, "waitMs": 30_000, "settleMs": 1_000}])
+    first, committed, out, total = results[3:]
+    assert first == 6 and committed == {"0": 3, "1": 3}, results
+    assert out["err"] == "" and "#brokerName" in out["out"], out
+    assert total == 12, (total, out)
+
+
 def test_a_delivered_delay_message_keeps_its_delay_level(probe):
     sent, = probe([{"op": "send", "topic": "DelayTopic", "messages": _messages(1, delayLevel=1)}])
     dump, = probe([{"op": "dump", "topics": ["DelayTopic"], "waitFor": {"DelayTopic": 1}, "waitMs": 20_000}])
