@@ -4,8 +4,11 @@ A send's fields (``producerGroup``, ``topic``, ``defaultTopic``, ``defaultTopicQ
 ``queueId``, ``sysFlag``, ``bornTimestamp``, ``flag``, ``properties``, ``reconsumeTimes``,
 ``unitMode``, ``maxReconsumeTimes``; V2 names them ``a`` .. ``n``) and its body become one
 record, stored as the client sent it: the body verbatim (compressed when ``sysFlag`` says
-so), the properties string as given, the born time and the connection's address as the born
-host. As RocketMQ's ``SendMessageProcessor`` does:
+so), the properties as given, the born time and the connection's address as the born host.
+As RocketMQ 4.9.7's ``SendMessageProcessor`` does, the broker adds ``CLUSTER`` (its
+cluster's name) to every message, and a single message that is neither delayed nor a half
+is stored without ``WAIT`` (the client's wait-for-store flag; a delayed put and a half keep
+it, as the broker's re-encoding of their properties does). Also as RocketMQ does:
 
 * topics are checked, and created on their first send when auto-creation is on;
 * a queue id below 0 picks a queue; one beyond the topic's queues is refused;
@@ -54,6 +57,14 @@ _PUT_CODES = {
 
 
 _DELAY_PROPERTIES = ("DELAY", START_DELIVER_TIME, "TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS")
+PROPERTY_CLUSTER = "CLUSTER"                    # MessageConst.PROPERTY_CLUSTER
+PROPERTY_WAIT = "WAIT"                          # MessageConst.PROPERTY_WAIT_STORE_MSG_OK
+
+
+def _delayed(props: dict) -> bool:
+    """The message has a delay level (``DELAY`` > 0, what ``getDelayTimeLevel`` reads)."""
+    level = props.get("DELAY")
+    return bool(level) and level.isdigit() and int(level) > 0
 
 
 def message_type(props: dict, sys_flag: int) -> str:
@@ -160,12 +171,16 @@ class SendMessageProcessor:
         if queue_id < 0:
             queue_id = random.randrange(max(tc.write_queue_nums, 1))
         props = decode_properties(opt_str(h, "properties"))
+        props[PROPERTY_CLUSTER] = self.broker.broker_config.cluster_name
+        prepared = sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_PREPARED_TYPE
+        if not prepared and not _delayed(props):
+            props.pop(PROPERTY_WAIT, None)
         if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             group = self._group(topic[len(RETRY_GROUP_TOPIC_PREFIX):])
             limit = opt_int(h, "maxReconsumeTimes", group.retry_max_times)
             if reconsume_times >= limit:
                 topic = dlq_topic(group.group_name)
-                self.broker.topic_config_manager.create_topic_of_group(topic, 1, PERM_WRITE)
+                self.broker.topic_config_manager.create_topic_of_group(topic, 1, PERM_READ | PERM_WRITE)
                 queue_id = 0
         deliver_at = props.get(START_DELIVER_TIME)
         if deliver_at and "TIMER_DELIVER_MS" not in props and deliver_at.isdigit():
@@ -176,7 +191,7 @@ class SendMessageProcessor:
                           sys_flag=sys_flag, reconsume_times=max(reconsume_times, 0))
         except (TypeError, ValueError) as e:
             raise RequestError(ResponseCode.MESSAGE_ILLEGAL, str(e)) from None
-        if sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_PREPARED_TYPE:
+        if prepared:
             put = self.broker.put_half_message
             args = (msg, opt_str(h, "producerGroup") or "DEFAULT_PRODUCER")
         else:
@@ -215,10 +230,12 @@ class SendMessageProcessor:
         if queue_id < 0:
             queue_id = random.randrange(max(tc.write_queue_nums, 1))
         born, flag_sys, host = opt_int(h, "bornTimestamp"), opt_int(h, "sysFlag"), conn.peer
+        cluster = self.broker.broker_config.cluster_name
         msgs = []
         for flag, data, props in decode_batch(bytes(cmd.body), topic):
             if props.get("DELAY") or props.get(START_DELIVER_TIME):
                 raise RequestError(ResponseCode.MESSAGE_ILLEGAL, "batch message does not support delay")
+            props[PROPERTY_CLUSTER] = cluster
             msgs.append(Message(topic, data, properties=props, queue_id=queue_id, flag=flag, born_timestamp=born,
                                 born_host=host, sys_flag=flag_sys & ~TRANSACTION_TYPE_MASK))
         kind = (topic, NORMAL)
