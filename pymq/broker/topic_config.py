@@ -10,7 +10,7 @@ RocketMQ's shape (fastjson, written atomically with a ``.bak``)::
 ``perm`` bits: READ 4, WRITE 2, INHERIT 1. A topic unknown to the table is created on its
 first send when ``auto_create_topic_enable`` is on (``createTopicInSendMessageMethod``),
 with ``default_topic_queue_nums`` queues; retry topics (``%RETRY%group``, read-write) and
-dead-letter topics (``%DLQ%group``, write-only, 1 queue) are created on first use.
+dead-letter topics (``%DLQ%group``, read-write as in 4.9.7, 1 queue) are created on first use.
 """
 
 from __future__ import annotations

@@ -4,13 +4,15 @@ A send's fields (``producerGroup``, ``topic``, ``defaultTopic``, ``defaultTopicQ
 ``queueId``, ``sysFlag``, ``bornTimestamp``, ``flag``, ``properties``, ``reconsumeTimes``,
 ``unitMode``, ``maxReconsumeTimes``; V2 names them ``a`` .. ``n``) and its body become one
 record, stored as the client sent it: the body verbatim (compressed when ``sysFlag`` says
-so), the born time and the connection's address as the born host. As RocketMQ's
+so), the born time and the connection's address as the born host. As RocketMQ 4.9.7's
 ``SendMessageProcessor`` does:
 
-* the properties are the client's with ``CLUSTER`` (the broker's cluster name) added and,
-  for a single send, ``WAIT`` left out of the record (RocketMQ saves those bytes); each
-  message of a batch gets the batch's own properties (``WAIT`` included) and ``CLUSTER``
-  after its own, as RocketMQ's batch encoder appends them;
+* the properties are the client's with ``CLUSTER`` (the broker's cluster name) added; a
+  single message that is neither delayed nor a half is stored without ``WAIT`` (the
+  client's wait-for-store flag; a delayed put and a half keep it, as the broker's
+  re-encoding of their properties does); each message of a batch gets the batch's own
+  properties (``WAIT`` included) and ``CLUSTER`` after its own, as RocketMQ's batch
+  encoder appends them;
 * topics are checked, and created on their first send when auto-creation is on;
 * a queue id below 0 picks a queue; one beyond the topic's queues is refused;
 * a send to ``%RETRY%{group}`` whose ``reconsumeTimes`` reached the group's limit (or the
@@ -44,8 +46,6 @@ from .codes import RequestCode, ResponseCode
 from .headers import RequestError, opt_bool, opt_int, opt_str, req_int, require, send_header
 
 START_DELIVER_TIME = "__STARTDELIVERTIME"       # ONS's timer property (ms)
-CLUSTER = "CLUSTER"                             # the cluster that stored the message
-WAIT = "WAIT"                                   # the producer waits for the store: not kept
 _BATCH_HEAD = struct.Struct(">iiiii")
 _PUT_CODES = {
     P.PUT_OK: ResponseCode.SUCCESS,
@@ -60,6 +60,14 @@ _PUT_CODES = {
 
 
 _DELAY_PROPERTIES = ("DELAY", START_DELIVER_TIME, "TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS")
+PROPERTY_CLUSTER = "CLUSTER"                    # MessageConst.PROPERTY_CLUSTER
+PROPERTY_WAIT = "WAIT"                          # MessageConst.PROPERTY_WAIT_STORE_MSG_OK
+
+
+def _delayed(props: dict) -> bool:
+    """The message has a delay level (``DELAY`` > 0, what ``getDelayTimeLevel`` reads)."""
+    level = props.get("DELAY")
+    return bool(level) and level.isdigit() and int(level) > 0
 
 
 def message_type(props: dict, sys_flag: int) -> str:
@@ -170,14 +178,16 @@ class SendMessageProcessor:
         if queue_id < 0:
             queue_id = random.randrange(max(tc.write_queue_nums, 1))
         props = decode_properties(opt_str(h, "properties"))
-        props.pop(WAIT, None)
-        props[CLUSTER] = self.broker.broker_config.cluster_name
+        props[PROPERTY_CLUSTER] = self.broker.broker_config.cluster_name
+        prepared = sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_PREPARED_TYPE
+        if not prepared and not _delayed(props):
+            props.pop(PROPERTY_WAIT, None)
         if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             group = self._group(topic[len(RETRY_GROUP_TOPIC_PREFIX):])
             limit = opt_int(h, "maxReconsumeTimes", group.retry_max_times)
             if reconsume_times >= limit:
                 topic = dlq_topic(group.group_name)
-                self.broker.topic_config_manager.create_topic_of_group(topic, 1, PERM_WRITE)
+                self.broker.topic_config_manager.create_topic_of_group(topic, 1, PERM_READ | PERM_WRITE)
                 queue_id = 0
         deliver_at = props.get(START_DELIVER_TIME)
         if deliver_at and "TIMER_DELIVER_MS" not in props and deliver_at.isdigit():
@@ -188,7 +198,7 @@ class SendMessageProcessor:
                           sys_flag=sys_flag, reconsume_times=max(reconsume_times, 0))
         except (TypeError, ValueError) as e:
             raise RequestError(ResponseCode.MESSAGE_ILLEGAL, str(e)) from None
-        if sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_PREPARED_TYPE:
+        if prepared:
             put = self.broker.put_half_message
             args = (msg, opt_str(h, "producerGroup") or "DEFAULT_PRODUCER")
         else:
@@ -228,7 +238,7 @@ class SendMessageProcessor:
             queue_id = random.randrange(max(tc.write_queue_nums, 1))
         born, flag_sys, host = opt_int(h, "bornTimestamp"), opt_int(h, "sysFlag"), conn.peer
         batch_props = decode_properties(opt_str(h, "properties"))
-        batch_props[CLUSTER] = self.broker.broker_config.cluster_name
+        batch_props[PROPERTY_CLUSTER] = self.broker.broker_config.cluster_name
         msgs = []
         for flag, data, props in decode_batch(bytes(cmd.body), topic):
             if props.get("DELAY") or props.get(START_DELIVER_TIME):
