@@ -65,6 +65,7 @@ cdef struct Picked:
     const char *src
     Py_ssize_t size
     RecordLayout lay
+    int64_t index               # the entry's queue offset
 
 
 cdef dict _utf8_cache = {}
@@ -503,6 +504,7 @@ cdef class QueueReader:
                     picked[count].src = seg.base + rpos
                     picked[count].size = size_py
                     picked[count].lay = lay
+                    picked[count].index = index
                 last_offset = offset_py
                 buffer_total += size_py
                 count += 1
@@ -534,6 +536,9 @@ cdef class QueueReader:
                 at = 0
                 for i in range(count):
                     m = ext_from_page(page, at, &picked[i].lay, picked[i].size, cache)
+                    if lmq:             # its place in the LMQ, not in its parent queue
+                        m._queue_offset = picked[i].index
+                        m.queue_id = queue_id
                     Py_INCREF(m)
                     PyList_SET_ITEM(out, i, m)
                     at += picked[i].size

@@ -9,8 +9,9 @@ ordinary one (``consumequeue/%LMQ%name/0``, 20-byte entries). 5.x lite topics ar
 named ``%LMQ%$parent$lite`` (:mod:`pymq.broker.lite_topic`).
 
 An LMQ entry points at a record whose header names another queue (its parent's), so the
-header checks that hold for ordinary queues (``ConsumeQueue.verify_tail``, a queue opened
-past offset 0) do not apply to it.
+header checks that hold for ordinary queues (``ConsumeQueue.verify_tail``, the reader's, a
+queue opened past offset 0) do not apply to it; a message read from an LMQ reports its
+place there (``queue_id`` 0, ``queue_offset`` the entry's index), not in its parent.
 """
 
 from __future__ import annotations
