@@ -73,7 +73,8 @@ def lite_wait_condition(svc, group: str, lmqs, timeout_s: float) -> tuple:
         for lmq in wanted:
             if svc.wake_version(lmq) != versions[lmq]:
                 return True
-            if cursors.get(lmq, 0) < broker.get_max_offset_in_queue(lmq, LMQ_QUEUE_ID):
+            if (broker.has_queue(lmq, LMQ_QUEUE_ID)         # (a read would make an empty one)
+                    and cursors.get(lmq, 0) < broker.get_max_offset_in_queue(lmq, LMQ_QUEUE_ID)):
                 return True
         return False
 

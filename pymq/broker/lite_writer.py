@@ -54,15 +54,15 @@ class LiteWriter:
 
     def _first_offset(self, lmq: str) -> int:
         self._catch_up()
-        offset = self.store.get_max_offset_in_queue(lmq, LMQ_QUEUE_ID)
         if self._lmq_count < 0:
             self._lmq_count = sum(1 for t in self.store.get_topics() if is_lmq(t))
-        if offset <= 0 and not self.store.has_queue(lmq, LMQ_QUEUE_ID):
+        if not self.store.has_queue(lmq, LMQ_QUEUE_ID):
             if self._lmq_count >= self.broker_config.max_lmq_consume_queue_num:
                 raise LiteTopicQuotaError(f"the broker holds {self._lmq_count} lite topics, "
                                           f"the most it may (max_lmq_consume_queue_num)")
             self._lmq_count += 1
-        return max(offset, 0)
+            return 0
+        return max(self.store.get_max_offset_in_queue(lmq, LMQ_QUEUE_ID), 0)
 
     def put(self, msg, parent_topic: str, lite_topic: str):
         """Append ``msg`` (of topic ``parent_topic``, its queue chosen) as a message of
