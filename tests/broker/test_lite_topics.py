@@ -139,3 +139,23 @@ def test_registry_partial_complete_and_quota():
     assert reg.subscription("c1").lmqs == {to_lmq_name("P", "x")} and reg.subscribers(B) == set()
     reg.remove_complete("c1")
     assert reg.subscription("c1") is None and reg.active_count() == 1
+
+
+def test_pymq_check_takes_lmq_entries_for_what_they_are(tmp_path):
+    """An LMQ entry points at a record of the parent queue that names the LMQ in its
+    properties: ``pymq check`` finds nothing wrong; an entry at the wrong place is found."""
+    from pymq.checker import StoreChecker
+    path = tmp_path / "b"
+    with lib.open_broker(path) as b:
+        for i in range(4):
+            put(b, "a", f"a{i}".encode(), queue_id=i % 2)
+        dispatched(b)
+    report = StoreChecker(path).run()
+    assert report.ok, report.problems
+    cq_file = next((path / "consumequeue" / A / "0").iterdir())
+    data = bytearray(cq_file.read_bytes())
+    data[0:20], data[20:40] = data[20:40], data[0:20]        # entries 0 and 1 swapped
+    cq_file.write_bytes(bytes(data))
+    report = StoreChecker(path).run()
+    assert not report.ok
+    assert any("INNER_MULTI_QUEUE_OFFSET" in str(p) for p in report.problems)
