@@ -244,3 +244,31 @@ def test_the_examples_as_written(config, producer):
     finally:
         c.shutdown()
     assert sorted(t for t, _, _ in got) == sorted(f"example-{i}" for i in range(10))
+
+
+def test_a_lite_simple_consumer_receives_its_lite_topics(config, producer):
+    from rocketmq import LiteSimpleConsumer
+    c = LiteSimpleConsumer(PARENT, config, "simple-lite-group", 2)
+    c.startup()
+    try:
+        deadline = time.monotonic() + 10     # it starts without waiting for its settings (the quota)
+        while True:
+            try:
+                c.subscribe_lite("simple-a")
+                break
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        c.subscribe_lite_all()
+        for i in range(3):
+            producer.send(lite_message("simple-a", f"s{i}"))
+        got = []
+        deadline = time.monotonic() + 20
+        while len(got) < 3 and time.monotonic() < deadline:
+            for m in c.receive(32, 15):
+                got.append((m.lite_topic, m.body.decode()))
+                c.ack(m)
+        assert got == [("simple-a", "s0"), ("simple-a", "s1"), ("simple-a", "s2")]
+    finally:
+        c.shutdown()
