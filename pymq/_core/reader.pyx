@@ -65,6 +65,7 @@ cdef struct Picked:
     const char *src
     Py_ssize_t size
     RecordLayout lay
+    int64_t index               # the entry's queue offset
 
 
 cdef dict _utf8_cache = {}
@@ -397,6 +398,7 @@ cdef class QueueReader:
         cdef bytes topic_b = _utf8(topic)
         cdef const char *topic_raw = topic_b
         cdef Py_ssize_t topic_len = len(topic_b)
+        cdef bint lmq = topic.startswith("%LMQ%")      # a light message queue (``pymq.store.lmq``)
         cdef long long cl_min
         cdef Picked picked_stack[PICKED_ON_STACK]
         cdef Picked *picked = picked_stack
@@ -468,13 +470,14 @@ cdef class QueueReader:
                         break           # a follower has not scanned that far yet: not yet, not damage
                     bad = True
                 else:
-                    bad = (record_at(seg.base, rpos, rpos + size_py, cl_fs, seg.file_from_offset, False) != size_py
-                           or pymq_get_i32(seg.base + rpos + 12) != queue_id
-                           or pymq_get_i64(seg.base + rpos + 20) != index)
+                    bad = record_at(seg.base, rpos, rpos + size_py, cl_fs, seg.file_from_offset, False) != size_py
                     if not bad:
                         record_layout(seg.base + rpos, size_py, &lay)
-                        bad = lay.topic_len != topic_len or memcmp(seg.base + rpos + lay.topic_pos, topic_raw,
-                                                                   topic_len) != 0
+                        # an LMQ entry points at a record filed under its parent queue
+                        bad = not lmq and (pymq_get_i32(seg.base + rpos + 12) != queue_id
+                                           or pymq_get_i64(seg.base + rpos + 20) != index
+                                           or lay.topic_len != topic_len
+                                           or memcmp(seg.base + rpos + lay.topic_pos, topic_raw, topic_len) != 0)
                 if bad:
                     if may_repair and self.bad_index < 0:
                         self.bad_index = index      # stop here; the queue is rebuilt, then read on
@@ -501,6 +504,7 @@ cdef class QueueReader:
                     picked[count].src = seg.base + rpos
                     picked[count].size = size_py
                     picked[count].lay = lay
+                    picked[count].index = index
                 last_offset = offset_py
                 buffer_total += size_py
                 count += 1
@@ -532,6 +536,9 @@ cdef class QueueReader:
                 at = 0
                 for i in range(count):
                     m = ext_from_page(page, at, &picked[i].lay, picked[i].size, cache)
+                    if lmq:             # its place in the LMQ, not in its parent queue
+                        m._queue_offset = picked[i].index
+                        m.queue_id = queue_id
                     Py_INCREF(m)
                     PyList_SET_ITEM(out, i, m)
                     at += picked[i].size
