@@ -210,7 +210,7 @@ class SendMessageProcessor:
         return self._put_async(cmd, put, args, queue_id, kind)
 
     async def _put_async(self, cmd, put, args, queue_id: int, kind: tuple):
-        return self._answer(cmd, await self.server.call(put, *args), queue_id, kind)
+        return self._answer(cmd, await self.server.send_queue.put(put, *args), queue_id, kind)
 
     def _answer(self, cmd, r, queue_id: int, kind: tuple):
         """The response to a put; ``kind`` is (topic, message type) for the metrics."""
