@@ -17,7 +17,8 @@ of a round is the second of the next). One measurement:
 4. when the producer exits, the messages the server stored are counted (``topicStatus``).
 
 Reported per run: the tool's ``Send TPS`` (acknowledged sends per second over its last ten
-one-second snapshots), its failed sends (``Send Failed``: the send threw or its callback
+one-second snapshots), the messages stored per second of the producer's run (its JVM's
+start included, the same on both), its failed sends (``Send Failed``: the send threw or its callback
 got an exception, after the client's own retries; ``Response Failed``), the messages
 stored, and the server's CPU seconds per 1,000 stored messages (``utime + stime`` of the
 server's processes from ``/proc``, between the producer's start and the count). The
@@ -199,7 +200,7 @@ def measure(server, tools: Tools, work: pathlib.Path, mode: str, args) -> dict:
         errors = sorted(set(re.findall(r"(\w+(?:Exception|Error)[^\n]{0,120})", text)))[:5]
         return {"server": server.kind, "mode": mode, "send_tps": int(done.group(2) or 0),
                 "sent": int(done.group(1)), "send_failed": int(done.group(3)), "response_failed": int(done.group(4)),
-                "stored": stored, "producer_wall_s": round(wall, 2),
+                "stored": stored, "producer_wall_s": round(wall, 2), "stored_per_s": round(stored / wall),
                 "server_cpu_ms_per_1000": round(1000 * 1000 * cpu / max(stored, 1), 2), "errors": errors}
     finally:
         if consumer is not None:
@@ -219,7 +220,8 @@ def summary(runs: list[dict], modes: list[str], rounds: int) -> list[str]:
                     a, b = got["pymq"][key], got["rocketmq"][key]
                     out.append(b / a if invert else a / b)
             return out
-        for label, key in (("send TPS", "send_tps"), ("server CPU per message", "server_cpu_ms_per_1000")):
+        for label, key in (("send TPS", "send_tps"), ("stored / producer wall", "stored_per_s"),
+                           ("server CPU per message", "server_cpu_ms_per_1000")):
             rs = ratios(key)
             if rs:
                 lines.append(f"{mode:5} {label:24} pymq/rocketmq {statistics.median(rs):.2f}x "
