@@ -16,4 +16,9 @@ python -m pip install --quiet -e ".[dev]"
 (cd tests/remoting/js && npm ci --no-audit --no-fund --loglevel=error)
 (cd tests/server/js && npm ci --no-audit --no-fund --loglevel=error)
 python -m pip install --quiet --upgrade --target tests/remoting/.deps/rocketmq4 "rocketmq==0.4.4"
+# the reference Apache RocketMQ 4.9.7 of the parity suite (tests/parity) and the real-broker
+# tests, where this workplace keeps it; a user points PYMQ_ROCKETMQ_HOME at their own
+if [ -z "${PYMQ_ROCKETMQ_HOME:-}" ] && [ -d ../shared/rocketmq-4.9.7 ]; then
+  export PYMQ_ROCKETMQ_HOME=$(cd ../shared/rocketmq-4.9.7 && pwd)
+fi
 python -m pytest -q "$@"

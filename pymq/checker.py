@@ -51,6 +51,7 @@ from pymq.index_check import check_index
 from pymq.log_check import Hole, LogWalk
 from pymq.message_store import MessageStore
 from pymq.side_file_check import SideFileFindings, check_side_files, set_aside_files, writer_lock_held
+from pymq.store.lmq import is_lmq, multi_queue_offset
 from pymq.store_sizes import config_for_store, infer_sizes, recorded_sizes
 
 _UNIT_SCHEDULE = ("SCHEDULE_TOPIC_XXXX", "rmq_sys_wheel_timer")
@@ -269,10 +270,15 @@ class StoreChecker:
         bad = []
         if m.store_size != size:
             bad.append(f"size {size} != record {m.store_size}")
-        if m.topic != cq.topic or m.queue_id != cq.queue_id:
-            bad.append(f"record is {m.topic}/{m.queue_id}")
-        if m.queue_offset != index:
-            bad.append(f"record queue offset {m.queue_offset}")
+        if is_lmq(cq.topic):          # the record names its parent queue, and the LMQ in its properties
+            lmq_offset = multi_queue_offset(m.properties, cq.topic)
+            if lmq_offset != index:
+                bad.append(f"record is not filed in {cq.topic} at {index} (INNER_MULTI_QUEUE_OFFSET: {lmq_offset})")
+        else:
+            if m.topic != cq.topic or m.queue_id != cq.queue_id:
+                bad.append(f"record is {m.topic}/{m.queue_id}")
+            if m.queue_offset != index:
+                bad.append(f"record queue offset {m.queue_offset}")
         if cq.topic not in _UNIT_SCHEDULE:
             want = record.java_hash_code(m.tags) if m.tags else 0
             if tags_code != want:

@@ -1,4 +1,5 @@
-"""A real Apache RocketMQ 4.9.7 (name server + broker) for tests, and the Java probe.
+"""A real Apache RocketMQ 4.9.7 (name server + broker) for tests, the Java probe, and other
+Java programs (tests/java sources, the distribution's own tools) run against a name server.
 
 The distribution is found through ``PYMQ_ROCKETMQ_HOME``, else ``<repo>/../shared/rocketmq-4.9.7``
 (where CI has it), else ``/work/shared/rocketmq-4.9.7``; the tests that need it are skipped,
@@ -131,18 +132,21 @@ class RealBroker:
         return self
 
     def stop(self) -> None:
-        """Stop broker then name server, each by the pid run.sh recorded: TERM (the broker's
-        shutdown hook flushes, writes its tables and deletes ``abort``), KILL after 30 s;
-        then ``run.sh stop`` (which finds nothing left to stop and removes the pid files)."""
+        """Stop broker then name server, each by the pid run.sh recorded, and remove the pid
+        files (all ``run.sh stop`` would do, without its second-long polls): the broker by
+        TERM (its shutdown hook flushes, writes its tables and deletes ``abort``; KILL after
+        30 s), the name server by KILL at once (it holds routes in memory only, and its TERM
+        shutdown takes seconds)."""
         if not self.running:
             return
         self.running = False
-        for name in ("broker", "namesrv"):
+        for name, signals in (("broker", ((signal.SIGTERM, 30), (signal.SIGKILL, 10))),
+                              ("namesrv", ((signal.SIGKILL, 10),))):
             pid_file = self.run_dir / f"{name}.pid"
             if not pid_file.exists():
                 continue
             pid = int(pid_file.read_text())
-            for sig, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
+            for sig, wait in signals:
                 try:
                     os.kill(pid, sig)
                 except ProcessLookupError:
@@ -152,9 +156,28 @@ class RealBroker:
                     time.sleep(0.05)
                 if not _alive(pid):
                     break
-        p = self._run_sh("stop", timeout=120)
-        if p.returncode != 0:
-            raise RuntimeError(f"run.sh stop failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
+            if _alive(pid):
+                raise RuntimeError(f"the {name} (pid {pid}) did not stop")
+            pid_file.unlink()
+
+    def kill(self) -> None:
+        """Stop both at once by KILL (``abort`` stays: the store is left as after a crash),
+        for a test done with the broker that needs no clean shutdown (that takes ~6 s)."""
+        if not self.running:
+            return
+        self.running = False
+        for name in ("broker", "namesrv"):
+            pid_file = self.run_dir / f"{name}.pid"
+            if pid_file.exists():
+                pid = int(pid_file.read_text())
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                deadline = time.monotonic() + 10
+                while _alive(pid) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                pid_file.unlink()
 
     def log(self, name: str = "broker.log") -> str:
         path = self.run_dir / "home" / "logs" / "rocketmqlogs" / name
@@ -166,6 +189,49 @@ class RealBroker:
         return "\n".join(text.splitlines()[-lines:])
 
 
+def javac(home: pathlib.Path, out: pathlib.Path, *sources: pathlib.Path) -> None:
+    """Compile sources of tests/java together against the distribution's ``lib/*`` into ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    p = subprocess.run(["javac", "-nowarn", "-Xlint:none", "-encoding", "UTF-8", "-cp", f"{home}/lib/*",
+                        "-d", str(out), *map(str, sources)], capture_output=True, text=True, timeout=300)
+    if p.returncode != 0:
+        raise RuntimeError(f"javac {' '.join(s.name for s in sources)} failed:\n{p.stdout}\n{p.stderr}")
+
+
+class JavaProgram:
+    """A Java main class run in its own JVM against a name server: a source of tests/java
+    compiled once (``compile``), or a class of the distribution itself (classes None, e.g.
+    RocketMQ's benchmark ``org.apache.rocketmq.example.benchmark.Producer``). Client logs
+    go under ``run_dir/home``."""
+
+    def __init__(self, home: pathlib.Path, main: str, classes: Optional[pathlib.Path] = None) -> None:
+        self.home, self.main, self.classes = home, main, classes
+
+    @classmethod
+    def compile(cls, home: pathlib.Path, out: pathlib.Path, main: pathlib.Path, *more: pathlib.Path) -> "JavaProgram":
+        """``main`` (its class named as the file) and the ``more`` sources it uses."""
+        javac(home, out, main, *more)
+        return cls(home, main.stem, out)
+
+    def command(self, run_dir: pathlib.Path, *args: str, heap: str = "256m") -> list[str]:
+        cp = f"{self.classes}:{self.home}/lib/*" if self.classes else f"{self.home}/lib/*"
+        return ["java", "-Xms64m", f"-Xmx{heap}", *JDK17_OPENS, f"-Duser.home={run_dir / 'home'}",
+                f"-Drocketmq.home.dir={self.home}", "-cp", cp, self.main, *args]
+
+    def run(self, run_dir: pathlib.Path, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+        """Run to its end; its output (stdout and stderr together) in ``stdout``."""
+        run_dir.mkdir(parents=True, exist_ok=True)
+        return subprocess.run(self.command(run_dir, *args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, timeout=timeout)
+
+    def start(self, run_dir: pathlib.Path, log: pathlib.Path, *args: str) -> subprocess.Popen:
+        """Start it in the background, its output going to ``log``."""
+        run_dir.mkdir(parents=True, exist_ok=True)
+        with open(log, "w") as out:
+            return subprocess.Popen(self.command(run_dir, *args), stdout=out, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL)
+
+
 class Probe:
     """The compiled ``RmqProbe``: ``run(broker, plan)`` runs the plan's steps in one JVM and
     returns one result per step (``{"op", "result"}`` or ``{"op", "error"}``)."""
@@ -175,11 +241,7 @@ class Probe:
 
     @classmethod
     def compile(cls, home: pathlib.Path, out: pathlib.Path) -> "Probe":
-        out.mkdir(parents=True, exist_ok=True)
-        p = subprocess.run(["javac", "-nowarn", "-Xlint:none", "-encoding", "UTF-8", "-cp", f"{home}/lib/*",
-                            "-d", str(out), str(PROBE_SOURCE)], capture_output=True, text=True, timeout=300)
-        if p.returncode != 0:
-            raise RuntimeError(f"javac RmqProbe.java failed:\n{p.stdout}\n{p.stderr}")
+        javac(home, out, PROBE_SOURCE)
         return cls(home, out)
 
     def run(self, broker: RealBroker, plan: list[dict], timeout: float = 180, allow_errors: bool = False) -> list:

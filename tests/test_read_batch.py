@@ -55,8 +55,10 @@ def assert_same_as_get_message(store, topic, queue_id, offset, max_msgs=32, tags
             assert (b.properties(i), b.tags(i), b.keys(i), b.uniq_key(i)) == \
                 (m.properties, m.tags, m.keys, m.uniq_key)
             x = b.message(i)
-            assert (x.body, x.properties, x.msg_id, x.born_timestamp, x.born_host, x.body_crc, x.flag) == \
-                (m.body, m.properties, m.msg_id, m.born_timestamp, m.born_host, m.body_crc, m.flag)
+            assert (x.body, x.properties, x.msg_id, x.born_timestamp, x.born_host, x.body_crc, x.flag,
+                    x.topic, x.queue_id, x.queue_offset) == \
+                (m.body, m.properties, m.msg_id, m.born_timestamp, m.born_host, m.body_crc, m.flag,
+                 m.topic, m.queue_id, m.queue_offset)
     return g, b
 
 
@@ -214,6 +216,23 @@ def test_a_follower_reads_the_same_as_get_message(tmp_path):
             assert reader.read_batch("F", 0, 49, 1).status is S.FOUND
         finally:
             reader.shutdown()
+
+
+def test_a_light_message_queue_reads_as_get_message_reads_it(tmp_path):
+    """An LMQ's entries point at records filed under their parent queue: the batch gives
+    their places in the LMQ, as get_message does."""
+    with pymq.MessageStore(tmp_path / "s", small_config()) as store:
+        for i in range(6):
+            m = pymq.Message("Parent", b"p%d" % i, properties={"INNER_MULTI_DISPATCH": "%LMQ%x",
+                                                              "INNER_MULTI_QUEUE_OFFSET": str(i)})
+            m.queue_id = i % 2
+            assert store.put_message(m).is_ok()
+        wait_dispatched(store)
+        for offset in (0, 2, 5, 6):
+            assert_same_as_get_message(store, "%LMQ%x", 0, offset)
+        with store.read_batch("%LMQ%x", 0, 0) as b:
+            assert list(b.queue_offsets) == list(range(6))
+            assert [(b.message(i).queue_offset, b.message(i).queue_id) for i in range(6)] == [(i, 0) for i in range(6)]
 
 
 # -- lifetime: views, release, deletion ---------------------------------------------------------

@@ -18,6 +18,10 @@ cdef struct DispatchRequest:
     int32_t keys_len
     int32_t uniq_pos
     int32_t uniq_len
+    int32_t multi_pos          # INNER_MULTI_DISPATCH value (LMQ names), -1 when absent
+    int32_t multi_len
+    int32_t multi_offset_pos   # INNER_MULTI_QUEUE_OFFSET value (their queue offsets)
+    int32_t multi_offset_len
 
 
 cdef Py_ssize_t parse_request(const char *rec, Py_ssize_t avail, int64_t phys, DispatchRequest *out,

@@ -11,7 +11,10 @@ readable end, in chunks of records, each in two steps:
    message is due (store time + the level's delay);
 2. ``CqRouter`` hands each request of a normal or committed transaction type to its
    queue's ``CqAppender`` (prepared and rolled-back records get no entry), then the index
-   builder, if any, takes the chunk.
+   builder, if any, takes the chunk. A record that names more queues in its
+   ``INNER_MULTI_DISPATCH`` property (RocketMQ's multi-dispatch: light message queues,
+   ``%LMQ%...``, which lite topics are made of) also gets an entry in each of them, at the
+   queue offset its ``INNER_MULTI_QUEUE_OFFSET`` property gives (an LMQ's queue id is 0).
 
 Both steps run without the GIL, chunk after chunk, for as long as nothing needs Python:
 the writer's thread keeps the interpreter while the dispatcher works beside it. Queues
@@ -99,6 +102,10 @@ cdef Py_ssize_t parse_request(const char *rec, Py_ssize_t avail, int64_t phys, D
     out.keys_len = 0
     out.uniq_pos = -1
     out.uniq_len = 0
+    out.multi_pos = -1
+    out.multi_len = 0
+    out.multi_offset_pos = -1
+    out.multi_offset_len = 0
     s = lay.props_pos
     end = s + lay.props_len
     while s < end:
@@ -118,6 +125,12 @@ cdef Py_ssize_t parse_request(const char *rec, Py_ssize_t avail, int64_t phys, D
             elif _name_is(rec + s, k - s, b"TIMER_OUT_MS", 12):
                 timer_pos = k + 1
                 timer_len = e - k - 1
+            elif _name_is(rec + s, k - s, b"INNER_MULTI_DISPATCH", 20):
+                out.multi_pos = <int32_t>(k + 1)
+                out.multi_len = <int32_t>(e - k - 1)
+            elif _name_is(rec + s, k - s, b"INNER_MULTI_QUEUE_OFFSET", 24):
+                out.multi_offset_pos = <int32_t>(k + 1)
+                out.multi_offset_len = <int32_t>(e - k - 1)
         s = e + 1
     out.tags_code = pymq_java_hash_utf8(tags, tags_len) if tags_len > 0 else 0
     if timer_pos >= 0 and lay.topic_len == 19 and memcmp(rec + lay.topic_pos, TIMER_TOPIC_C, 19) == 0:
@@ -330,11 +343,40 @@ cdef class CqRouter:
                     self.arrived[<object>prev] = prev_next
                 prev = route.key
             prev_next = r.queue_offset + 1
+            if r.multi_pos >= 0:
+                self._multi_dispatch(base + (r.commitlog_offset - file_from), r)
         if prev != NULL:
             self.arrived[<object>prev] = prev_next
         if n:
             self.last_store_timestamp = reqs[n - 1].store_timestamp
         self.dispatched += n
+        return 0
+
+    cdef int _multi_dispatch(self, const char *rec, DispatchRequest *r) except -1:
+        """The entries of a record in the queues its ``INNER_MULTI_DISPATCH`` names
+        (comma-separated), at the offsets ``INNER_MULTI_QUEUE_OFFSET`` gives in the same
+        order; an ``%LMQ%`` queue's id is 0, another's the record's own. A record whose two
+        lists do not match gets no extra entry (RocketMQ skips it too)."""
+        cdef CqAppender app
+        if r.multi_offset_pos < 0:
+            return 0
+        names = PyUnicode_DecodeUTF8(rec + r.multi_pos, r.multi_len, "replace").split(",")
+        offsets = PyUnicode_DecodeUTF8(rec + r.multi_offset_pos, r.multi_offset_len, "replace").split(",")
+        if len(names) != len(offsets):
+            return 0
+        for name, text in zip(names, offsets):
+            if not name or not text.isdigit():
+                continue
+            qid = 0 if name.startswith("%LMQ%") else r.queue_id
+            key = (name, qid)
+            entry = self.queues.get(key)
+            if entry is None:
+                entry = (key, <CqAppender?>self.resolve(name, qid))
+                self.queues[key] = entry
+            app = <CqAppender>entry[1]
+            offset = int(text)
+            app.put_fast(r.commitlog_offset, r.msg_size, r.tags_code, offset, r.store_timestamp)
+            self.arrived[entry[0]] = offset + 1
         return 0
 
     cdef Py_ssize_t apply_fast(self, const char *base, int64_t file_from, DispatchRequest *reqs,
@@ -352,6 +394,8 @@ cdef class CqRouter:
                 self.skipped_transactions += 1
                 self.dispatched += 1
                 continue
+            if r.multi_pos >= 0:
+                return i                # more queues to write: the Python path (``apply``)
             route = self._find(base + (r.commitlog_offset - file_from) + r.topic_pos, r.topic_len, r.queue_id)
             if route == NULL:
                 return i

@@ -39,7 +39,7 @@ from libc.string cimport memcmp, memcpy
 
 from pymq._core.columns cimport record_columns
 from pymq._core.mapped_file cimport MappedFile
-from pymq._core.message cimport decode_properties
+from pymq._core.message cimport MessageExt, decode_properties
 from pymq._core.record cimport RecordLayout, ext_from_page, visible_props_len
 from pymq._core.hton cimport pymq_get_i64
 
@@ -316,8 +316,12 @@ cdef class ReadBatch:
     def message(self, Py_ssize_t i):
         """Message ``i`` as the ``MessageExt`` ``get_message`` makes (a copy of its record)."""
         cdef Picked *row = self._row(i)
-        return ext_from_page(PyBytes_FromStringAndSize(row.src, row.size), 0, &row.lay, row.size, None,
-                             self.topic)
+        cdef MessageExt m = ext_from_page(PyBytes_FromStringAndSize(row.src, row.size), 0, &row.lay, row.size,
+                                          None, self.topic)
+        if self.topic.startswith("%LMQ%"):      # its place in the LMQ, not in its parent queue
+            m._queue_offset = row.queue_offset
+            m.queue_id = self.queue_id
+        return m
 
     def messages(self) -> list:
         """Every message as a ``MessageExt``."""

@@ -411,6 +411,7 @@ cdef class QueueReader:
         cdef bytes topic_b = _utf8(topic)
         cdef const char *topic_raw = topic_b
         cdef Py_ssize_t topic_len = len(topic_b)
+        cdef bint lmq = topic.startswith("%LMQ%")      # a light message queue (``pymq.store.lmq``)
         cdef long long cl_min
         cdef Picked picked_stack[PICKED_ON_STACK]
         cdef Picked *picked = picked_stack
@@ -490,12 +491,14 @@ cdef class QueueReader:
                 else:
                     # the acceptance rule (``record_at``: a whole, consistent record whose
                     # PHYSICALOFFSET is where it lies), and the entry's queue, offset and topic
+                    # (an LMQ entry points at a record filed under its parent queue)
                     rec = seg.base + rpos
                     bad = (record_layout(rec, size_py, &lay) != size_py
                            or pymq_get_i64(rec + 28) != offset_py
-                           or pymq_get_i32(rec + 12) != queue_id
-                           or pymq_get_i64(rec + 20) != index
-                           or lay.topic_len != topic_len or memcmp(rec + lay.topic_pos, topic_raw, topic_len) != 0)
+                           or not lmq and (pymq_get_i32(rec + 12) != queue_id
+                                           or pymq_get_i64(rec + 20) != index
+                                           or lay.topic_len != topic_len
+                                           or memcmp(rec + lay.topic_pos, topic_raw, topic_len) != 0))
                 if bad:
                     if may_repair and self.bad_index < 0:
                         self.bad_index = index      # stop here; the queue is rebuilt, then read on
@@ -565,6 +568,9 @@ cdef class QueueReader:
                 at = 0
                 for i in range(count):
                     m = ext_from_page(page, at, &picked[i].lay, picked[i].size, cache)
+                    if lmq:             # its place in the LMQ, not in its parent queue
+                        m._queue_offset = picked[i].queue_offset
+                        m.queue_id = queue_id
                     Py_INCREF(m)
                     PyList_SET_ITEM(out, i, m)
                     at += picked[i].size

@@ -25,6 +25,9 @@ from pymq.status import PutMessageStatus
 from .broker_config import BrokerConfig
 from .broker_stats import broker_stats
 from .client_manager import ClientManager
+from .lite_subscriptions import LiteSubscriptionRegistry
+from .lite_topic import lite_queues_of
+from .lite_writer import LiteWriter
 from .pop_service import PopMessageService
 from .recall import RecallTooLateError, decode_recall_handle, delete_mark, encode_recall_handle
 from .rebalance_lock import RebalanceLockManager
@@ -54,10 +57,16 @@ class Broker(MessageStore):
             bc = self.broker_config = broker_config if broker_config is not None else BrokerConfig()
             self.topic_config_manager = TopicConfigManager(self.store_path, bc)
             self._load_table(self.topic_config_manager)
+            if not self.read_only:
+                self.topic_config_manager.ensure_default_topic()
             self.subscription_group_manager = SubscriptionGroupManager(self.store_path, bc)
             self._load_table(self.subscription_group_manager)
             self.send_back_service = SendMessageBackService(self, bc)
             self.pop_service = PopMessageService(self, bc)
+            #: LITE messages into their lite topics' LMQs (:mod:`.lite_writer`)
+            self.lite_writer = LiteWriter(self, bc)
+            #: which lite topics each lite consumer wants (:mod:`.lite_subscriptions`)
+            self.lite_subscriptions = LiteSubscriptionRegistry(bc)
             self.transaction_service = TransactionalMessageService(self, bc)
             #: the producers and consumers of every protocol served (``pymq serve``)
             self.client_manager = ClientManager()
@@ -137,6 +146,11 @@ class Broker(MessageStore):
                                                             PERM_READ | PERM_WRITE)
         return cfg
 
+    def put_lite_message(self, msg, lite_topic: str):
+        """Append ``msg`` (its topic the parent, its queue chosen) as a message of
+        ``lite_topic`` (:class:`.lite_writer.LiteWriter`)."""
+        return self.lite_writer.put(msg, msg.topic, lite_topic)
+
     def commit_offset(self, group: str, topic: str, queue_id: int, offset: int, durable: bool = False) -> None:
         """:meth:`pymq.MessageStore.commit_offset`; the first time a client's group commits,
         it is registered as a heartbeat would (:meth:`register_consumer_group`), so
@@ -188,9 +202,13 @@ class Broker(MessageStore):
 
     def delete_topic(self, topic: str) -> bool:
         """The store's ``delete_topic``, plus the broker's: every group's pop state of the
-        topic and its entry in ``config/topics.json``."""
+        topic, its lite topics' queues and its entry in ``config/topics.json``."""
         deleted = super().delete_topic(topic)
         self.pop_service.forget_topic(topic)
+        for lmq in lite_queues_of(self.get_topics(), topic):      # its lite topics go with it
+            super().delete_topic(lmq)
+            self.pop_service.forget_topic(lmq)
+            self.lite_writer.forget(lmq)
         deleted = self.topic_config_manager.delete_topic_config(topic) or deleted
         return deleted
 

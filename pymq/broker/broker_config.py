@@ -39,6 +39,11 @@ class BrokerConfig:
     # -- pop (receive / ack) ----------------------------------------------------------
     pop_revive_interval: int = 100               # ms between looks for expired invisibility
                                                  # (pymq: RocketMQ polls its revive topic)
+    priority_order_asc: bool = True              # priorityOrderAsc: queue 0 is the lowest priority
+
+    # -- lite topics (5.x) ------------------------------------------------------------
+    max_lmq_consume_queue_num: int = 20_000      # maxLmqConsumeQueueNum: LMQs (lite topics) at most
+    max_lite_subscription_count: int = 100_000   # pymq: (client, lite topic) subscriptions at most
 
     # -- transactions -----------------------------------------------------------------
     transaction_timeout: int = 6_000             # transactionTimeOut: a half this old is checked

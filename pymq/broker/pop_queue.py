@@ -40,10 +40,10 @@ class PopBatch:
     """The inputs of one pop from one queue, and the messages it took."""
 
     __slots__ = ("service", "group", "topic", "queue_id", "now", "deadline", "fifo", "max_rt", "tags",
-                 "messages")
+                 "queue_group", "messages")
 
     def __init__(self, service, group: str, topic: str, queue_id: int, now: int, deadline: int, fifo: bool,
-                 max_rt: int, tags: Optional[str]) -> None:
+                 max_rt: int, tags: Optional[str], queue_group: Optional[str] = None) -> None:
         self.service = service
         self.group = group
         self.topic = topic
@@ -53,6 +53,9 @@ class PopBatch:
         self.fifo = fifo
         self.max_rt = max_rt
         self.tags = tags
+        #: FIFO: the message group of every message of the queue (a lite topic's queue is
+        #: one group), instead of each message's own
+        self.queue_group = queue_group
         self.messages: list = []
 
 
@@ -153,7 +156,7 @@ def pop_queue(b: PopBatch, need: int):
                     if len(msgs) >= need or (fifo and len(s.waiting) + len(held) >= MAX_WAITING):
                         stop = o
                         break
-                    mg = m.message_group if fifo else None
+                    mg = (b.queue_group or m.message_group) if fifo else None
                     if mg is not None and (mg in taken or mg in held_groups or s.is_blocked(mg)):
                         held.append([o, mg])
                         held_groups.add(mg)

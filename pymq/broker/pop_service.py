@@ -33,8 +33,10 @@ from pymq.store.service_thread import ServiceThread
 
 from .pop_queue import PopBatch, pop_queue
 from .pop_state import PopState
+from .priority import priority_factor, scan_order, use_priority_mode
 from .receipt_handle import InvalidReceiptHandleError, decode_receipt_handle, encode_receipt_handle
 from .revive_log import PopStateSnapshot, ReviveLog, rebuild_pop_state, revive_topic
+from .topic_message_type import PRIORITY, declared_message_type
 
 log = logging.getLogger("pymq")
 
@@ -158,7 +160,8 @@ class PopMessageService:
     def pop_message(self, group: str, topic: str, max_nums: int = 32, invisible_time_ms: int = 60_000,
                     tags: Optional[str] = None, timeout_s: float = 0.0) -> PopResult:
         """Take up to ``max_nums`` messages of ``topic`` for ``group`` from all its queues
-        (the first queue looked at rotates), hidden from the group for
+        (the first queue looked at rotates; a PRIORITY topic's are looked at highest
+        priority first, :mod:`.priority`), hidden from the group for
         ``invisible_time_ms``. Expired deliveries come first, then (FIFO) messages that
         waited for their message group, then new ones. With ``timeout_s`` > 0 it waits
         that long for messages when there are none (woken by arrivals, acks, expiry)."""
@@ -191,12 +194,12 @@ class PopMessageService:
             if qids:
                 start = self._rr.get((group, topic), 0)
                 self._rr[(group, topic)] = start + 1
-                n = len(qids)
-                for i in range(n):
+                for qid in scan_order(qids, start, not fifo and self._priority_scan(group, topic, start),
+                                      self.broker_config.priority_order_asc):
                     need = max_nums - len(msgs)
                     if need <= 0:
                         break
-                    batch = PopBatch(self, group, topic, qids[(start + i) % n], now, now + invisible_time_ms,
+                    batch = PopBatch(self, group, topic, qid, now, now + invisible_time_ms,
                                      fifo, max_rt, tags)
                     put = pop_queue(batch, need)
                     if put is not None:
@@ -204,6 +207,16 @@ class PopMessageService:
                     msgs.extend(batch.messages)
         self.revive_log.wait_durable(last_put)
         return PopResult(PopStatus.FOUND if msgs else PopStatus.NO_NEW_MSG, msgs, now, invisible_time_ms)
+
+    def _priority_scan(self, group: str, topic: str, request_count: int) -> bool:
+        """Whether this pop of a PRIORITY topic scans its queues highest priority first
+        (:mod:`.priority`)."""
+        tcm = getattr(self.broker, "topic_config_manager", None)
+        if tcm is None or declared_message_type(tcm.select_topic_config(topic)) != PRIORITY:
+            return False
+        sgm = getattr(self.broker, "subscription_group_manager", None)
+        cfg = sgm.get(group) if sgm is not None else None
+        return use_priority_mode(request_count, priority_factor(cfg))
 
     def wake_version(self, topic: str) -> int:
         """A number that changes when pops of ``topic`` may find more without a new

@@ -5,14 +5,16 @@ RocketMQ 4.x's ``consumerSendMsgBack`` (BROKER_SPEC §1), for a consumer group `
 * the stored message is found by its commit-log offset;
 * if its ``reconsume_times`` has reached the limit (the group's ``retryMaxTimes``, 16, or
   the limit the consumer sends) or the delay level asked for is negative, it goes to the
-  dead-letter topic ``%DLQ%g`` (one queue, write-only), with no delay;
+  dead-letter topic ``%DLQ%g`` (one queue, readable and writable as 4.9.7 makes it), with
+  no delay (``DELAY`` is written ``0``);
 * otherwise to the retry topic ``%RETRY%g`` (``retryQueueNums`` queues), delayed by the
   level asked for, or by level ``3 + reconsume_times`` when 0 was asked (10 s, 30 s, 1 min,
   ... with RocketMQ's levels);
-* the new record keeps body, flag, system flag, born time and host and the properties,
-  with ``reconsume_times + 1``; it gets ``RETRY_TOPIC`` (the original topic) and
-  ``ORIGIN_MESSAGE_ID`` (the original's offset message id) unless they are set already,
-  so a chain of retries points back at the first delivery.
+* the new record keeps body, flag, system flag, born time and host and the properties
+  (``REAL_TOPIC`` and ``REAL_QID`` of an earlier delay too, which a delayed put rewrites),
+  with ``reconsume_times + 1`` and ``WAIT=false``; it gets ``RETRY_TOPIC`` (the original
+  topic) and ``ORIGIN_MESSAGE_ID`` (the original's offset message id) unless they are set
+  already, so a chain of retries points back at the first delivery.
 
 A consumer of ``g`` reads ``%RETRY%g`` beside its topic (``pymq.Consumer`` does), and
 hands a retry message over with its original topic restored from ``RETRY_TOPIC``.
@@ -31,10 +33,11 @@ from .topic_config import PERM_READ, PERM_WRITE, dlq_topic, retry_topic
 PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
 PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
 DLQ_NUMS_PER_GROUP = 1
-# properties that described the original delivery, not the message: the store sets its
-# own for the new record (delay, timer, pop receipt)
-_NOT_CARRIED = frozenset({"DELAY", "REAL_TOPIC", "REAL_QID", "POP_CK", "TIMER_DELIVER_MS", "TIMER_DELAY_SEC",
-                          "TIMER_DELAY_MS", "TIMER_OUT_MS", "TIMER_ENQUEUE_MS", "TIMER_DEQUEUE_MS"})
+# properties that would make the new record a timer message or a pop receipt again (5.x);
+# DELAY, REAL_TOPIC and REAL_QID are carried, as RocketMQ 4.9.7 does: DELAY is then set
+# for the new record, and a delayed put rewrites REAL_TOPIC and REAL_QID
+_NOT_CARRIED = frozenset({"POP_CK", "TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS", "TIMER_OUT_MS",
+                          "TIMER_ENQUEUE_MS", "TIMER_DEQUEUE_MS"})
 
 
 class SendBackError(PymqError):
@@ -56,10 +59,13 @@ def _stored(broker, msg: Union[int, object]):
 
 def rebuild(stored, topic: str, queue_id: int, reconsume_times: int, delay_level: int = 0) -> Message:
     """The record that carries ``stored`` on into ``topic``: same body, flags, born time and
-    host and properties; RETRY_TOPIC and ORIGIN_MESSAGE_ID set if missing."""
+    host and properties; RETRY_TOPIC and ORIGIN_MESSAGE_ID set if missing, WAIT=false and
+    DELAY the level (``0``: none)."""
     props = {k: v for k, v in stored.properties.items() if k not in _NOT_CARRIED}
     props.setdefault(PROPERTY_RETRY_TOPIC, stored.topic)
     props.setdefault(PROPERTY_ORIGIN_MESSAGE_ID, stored.msg_id)
+    props["WAIT"] = "false"
+    props["DELAY"] = str(delay_level)
     return Message(topic, stored.body, properties=props, queue_id=queue_id, flag=stored.flag,
                    delay_level=delay_level, born_timestamp=stored.born_timestamp, born_host=stored.born_host,
                    sys_flag=stored.sys_flag, reconsume_times=reconsume_times)
@@ -106,7 +112,7 @@ class SendMessageBackService:
         ``reconsume_times + 1`` and no delay; returns the put result."""
         stored = msg if hasattr(msg, "store_timestamp") else _stored(self.broker, msg)
         topic = dlq_topic(group)
-        self.broker.topic_config_manager.create_topic_of_group(topic, DLQ_NUMS_PER_GROUP, PERM_WRITE)
+        self.broker.topic_config_manager.create_topic_of_group(topic, DLQ_NUMS_PER_GROUP, PERM_READ | PERM_WRITE)
         r = self.broker.put_message(rebuild(stored, topic, 0, stored.reconsume_times + 1))
         if r.is_ok():
             self.dead_lettered += 1

@@ -8,7 +8,9 @@ RocketMQ's shape (fastjson, written atomically with a ``.bak``)::
         "notifyConsumerIdsChangedEnable": true, "consumeMessageOrderly": false}},
      "dataVersion": {"timestamp": 1700000000000, "counter": 1}}
 
-``consumeMessageOrderly`` is RocketMQ 5's FIFO flag: a FIFO group receives the messages of
+RocketMQ 5's ``"attributes"`` (``priority.factor``, ``lite.bind.topic``,
+``lite.sub.client.quota``: :mod:`.priority`, :mod:`.lite_topic`) are kept as read and
+written only when a group has some. ``consumeMessageOrderly`` is RocketMQ 5's FIFO flag: a FIFO group receives the messages of
 one message group in order, one at a time. ``groupRetryPolicy`` (5.x) is kept as read.
 A group unknown to the table is created on first use when
 ``auto_create_subscription_group`` is on and its name is legal (``findSubscriptionGroupConfig``:
@@ -24,6 +26,7 @@ import dataclasses
 from typing import Any, Optional
 
 from .data_version_table import DataVersionTable
+from .topic_config import read_attributes
 from .validators import group_problem
 
 _KEYS = (("group_name", "groupName"), ("consume_enable", "consumeEnable"),
@@ -50,11 +53,14 @@ class SubscriptionGroupConfig:
     notify_consumer_ids_changed_enable: bool = True
     consume_message_orderly: bool = False
     group_retry_policy: Optional[dict] = None      # 5.x, kept as read
+    attributes: dict = dataclasses.field(default_factory=dict)     # 5.x: name -> value
 
     def to_json(self) -> dict:
         doc: dict[str, Any] = {js: getattr(self, py) for py, js in _KEYS}
         if self.group_retry_policy is not None:
             doc["groupRetryPolicy"] = self.group_retry_policy
+        if self.attributes:
+            doc["attributes"] = dict(self.attributes)
         return doc
 
     @classmethod
@@ -69,6 +75,7 @@ class SubscriptionGroupConfig:
         values["group_name"] = str(doc.get("groupName", name))
         policy = doc.get("groupRetryPolicy")
         values["group_retry_policy"] = policy if isinstance(policy, dict) else None
+        values["attributes"] = read_attributes(name, doc)
         cfg = cls(**values)
         if cfg.retry_max_times < -1 or cfg.retry_queue_nums < 1:
             raise ValueError(f"group {name!r}: bad retryMaxTimes or retryQueueNums")

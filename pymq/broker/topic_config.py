@@ -7,10 +7,12 @@ RocketMQ's shape (fastjson, written atomically with a ``.bak``)::
                                 "order": false}},
      "dataVersion": {"timestamp": 1700000000000, "counter": 3}}
 
-``perm`` bits: READ 4, WRITE 2, INHERIT 1. A topic unknown to the table is created on its
+RocketMQ 5 adds ``"attributes"`` (e.g. ``{"message.type": "PRIORITY"}``, set by mqadmin's
+``updateTopic -a +message.type=PRIORITY``); it is written only when a topic has some, so
+a 4.x broker reads the file as before. ``perm`` bits: READ 4, WRITE 2, INHERIT 1. A topic unknown to the table is created on its
 first send when ``auto_create_topic_enable`` is on (``createTopicInSendMessageMethod``),
 with ``default_topic_queue_nums`` queues; retry topics (``%RETRY%group``, read-write) and
-dead-letter topics (``%DLQ%group``, write-only, 1 queue) are created on first use.
+dead-letter topics (``%DLQ%group``, read-write as in 4.9.7, 1 queue) are created on first use.
 """
 
 from __future__ import annotations
@@ -27,6 +29,11 @@ PERM_INHERIT = 1
 PERM_WRITE = 2
 PERM_READ = 4
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+#: the topic whose route a 4.x producer borrows for a topic that does not exist yet
+#: (``TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC``); the broker keeps it while auto-creation
+#: is on, with ``DEFAULT_TOPIC_QUEUE_NUMS`` queues and INHERIT | READ | WRITE
+DEFAULT_TOPIC = "TBW102"
+DEFAULT_TOPIC_QUEUE_NUMS = 8
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 
 
@@ -41,12 +48,16 @@ class TopicConfig:
     topic_filter_type: str = "SINGLE_TAG"
     topic_sys_flag: int = 0
     order: bool = False
+    attributes: dict = dataclasses.field(default_factory=dict)     # 5.x: name -> value
 
     def to_json(self) -> dict:
-        return {"topicName": self.topic_name, "readQueueNums": self.read_queue_nums,
-                "writeQueueNums": self.write_queue_nums, "perm": self.perm,
-                "topicFilterType": self.topic_filter_type, "topicSysFlag": self.topic_sys_flag,
-                "order": self.order}
+        doc = {"topicName": self.topic_name, "readQueueNums": self.read_queue_nums,
+               "writeQueueNums": self.write_queue_nums, "perm": self.perm,
+               "topicFilterType": self.topic_filter_type, "topicSysFlag": self.topic_sys_flag,
+               "order": self.order}
+        if self.attributes:
+            doc["attributes"] = dict(self.attributes)
+        return doc
 
     @classmethod
     def from_json(cls, name: str, doc: dict) -> "TopicConfig":
@@ -55,7 +66,7 @@ class TopicConfig:
         tc = cls(str(doc.get("topicName", name)), int(doc.get("readQueueNums", 4)),
                  int(doc.get("writeQueueNums", 4)), int(doc.get("perm", PERM_READ | PERM_WRITE)),
                  str(doc.get("topicFilterType", "SINGLE_TAG")), int(doc.get("topicSysFlag", 0)),
-                 bool(doc.get("order", False)))
+                 bool(doc.get("order", False)), read_attributes(name, doc))
         if tc.read_queue_nums < 0 or tc.write_queue_nums < 0 or not 0 <= tc.perm <= 7:
             raise ValueError(f"topic {name!r}: bad queue numbers or perm")
         return tc
@@ -99,6 +110,19 @@ class TopicConfigManager(DataVersionTable):
             return None
         n = self.broker_config.default_topic_queue_nums
         return TopicConfig(topic, n, n)
+
+    def ensure_default_topic(self) -> None:
+        """Add ``TBW102`` while ``auto_create_topic_enable`` is on, as RocketMQ's broker does
+        at start: a 4.x producer finds no route for a new topic (the name server answers
+        TOPIC_NOT_EXIST), sends along this topic's route instead, and the broker creates
+        the topic on that send."""
+        if not self.broker_config.auto_create_topic_enable:
+            return
+        n = DEFAULT_TOPIC_QUEUE_NUMS
+        with self._lock:
+            # added at every start, so not a change to write now: it is written with the next
+            # (a write now would hold back the next change's by the write interval)
+            self._table.setdefault(DEFAULT_TOPIC, TopicConfig(DEFAULT_TOPIC, n, n, PERM_INHERIT | PERM_READ | PERM_WRITE))
 
     def why_not_created(self, topic: str) -> Optional[str]:
         """Why a send to the unknown ``topic`` does not create it (auto-creation off, or
@@ -145,6 +169,17 @@ class TopicConfigManager(DataVersionTable):
         auto-creation switch (``createTopicInSendMessageBackMethod``)."""
         tc = self.get(topic)
         return tc if tc is not None else self.put_if_absent(TopicConfig(topic, queue_nums, queue_nums, perm))
+
+
+def read_attributes(name: str, doc: dict) -> dict:
+    """The ``attributes`` object of a topic or group entry (names and values are strings;
+    an absent or null one is empty)."""
+    attrs = doc.get("attributes")
+    if attrs is None:
+        return {}
+    if not isinstance(attrs, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in attrs.items()):
+        raise ValueError(f"{name!r}: attributes must map strings to strings")
+    return dict(attrs)
 
 
 def retry_topic(group: str) -> str:

@@ -6,8 +6,9 @@ Records, all in the commit log::
     half    RMQ_SYS_TRANS_HALF_TOPIC queue 0: the prepared message, with REAL_TOPIC,
             REAL_QID, TRAN_MSG=true, PGROUP; transaction bits NOT_TYPE (so it is
             dispatched to the half queue, where no consumer reads)
-    commit  the message in REAL_TOPIC / REAL_QID, transaction bits COMMIT_TYPE,
-            prepared_transaction_offset = the half's commit-log offset
+    commit  the message in REAL_TOPIC / REAL_QID with every property of the half (as
+            RocketMQ 4.9.7 stores it: TRAN_MSG, REAL_TOPIC, ... stay), transaction bits
+            COMMIT_TYPE, prepared_transaction_offset = the half's commit-log offset
     op      RMQ_SYS_TRANS_OP_HALF_TOPIC queue 0, tags "d", body = the half's queue offset
             as text, property ``__transactionId__`` = the half's unique key: the
             transaction is resolved (committed or rolled back)
@@ -51,7 +52,6 @@ CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
 TRANS_GROUP = "CID_RMQ_SYS_TRANS"
 REMOVE_TAG = "d"
 TRANSACTION_ID = "__transactionId__"     # MessageConst.PROPERTY_TRANSACTION_ID
-_TX_PROPERTIES = ("REAL_TOPIC", "REAL_QID", "TRAN_MSG", "TRANSACTION_CHECK_TIMES", "CHECK_IMMUNITY_TIME_IN_SECONDS")
 
 
 class TransactionResolution(enum.Enum):
@@ -182,8 +182,7 @@ class TransactionalMessageService(ServiceThread):
 
     @staticmethod
     def _committed(half) -> Message:
-        props = {k: v for k, v in half.properties.items() if k not in _TX_PROPERTIES}
-        return Message(half.properties["REAL_TOPIC"], half.body, properties=props,
+        return Message(half.properties["REAL_TOPIC"], half.body, properties=dict(half.properties),
                        queue_id=int(half.properties.get("REAL_QID", "0")), flag=half.flag,
                        born_timestamp=half.born_timestamp, born_host=half.born_host,
                        sys_flag=(half.sys_flag & ~TRANSACTION_TYPE_MASK) | TRANSACTION_COMMIT_TYPE,

@@ -148,6 +148,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(flag, type=int, default=default, metavar="BYTES", help=f"{what} (default {default:,})")
     parser.add_argument("--max-header-fields", type=int, default=MAX_HEADER_FIELDS, metavar="N",
                         help=f"ext fields of a remoting header; more close the connection (default {MAX_HEADER_FIELDS})")
+    parser.add_argument("--send-queue-capacity", type=int, default=10_000, metavar="N",
+                        help="with --flush sync, remoting sends queued for the disk beyond N are answered "
+                             "SYSTEM_BUSY at once (RocketMQ's sendThreadPoolQueueCapacity; default 10,000; 0: no limit)")
+    parser.add_argument("--send-queue-wait-ms", type=int, default=200, metavar="MS",
+                        help="with --flush sync, a remoting send that waited longer for a worker is answered "
+                             "SYSTEM_BUSY, not stored (RocketMQ's waitTimeMillsInSendQueue; default 200; 0: no limit)")
     # -- metrics (docs/operations.md) --
     parser.add_argument("--metrics-port", type=int, default=None, metavar="P",
                         help="serve Prometheus metrics at http://METRICS_HOST:P/metrics (0 picks a port; "
@@ -250,7 +256,9 @@ def run(args: argparse.Namespace) -> int:
                                   frame_timeout_s=args.frame_timeout, max_inflight_bytes=args.max_inflight_bytes,
                                   max_unauthenticated_bytes=args.max_unauthenticated_bytes,
                                   max_connection_bytes=args.max_connection_bytes,
-                                  max_header_bytes=args.max_header_bytes, max_header_fields=args.max_header_fields)
+                                  max_header_bytes=args.max_header_bytes, max_header_fields=args.max_header_fields,
+                                  send_thread_pool_queue_capacity=args.send_queue_capacity,
+                                  wait_time_ms_in_send_queue=args.send_queue_wait_ms)
     remoting = args.namesrv_port is not None or args.broker_port is not None
     _check_ports(args)
     try:

@@ -6,7 +6,7 @@ entry, ``consume_queue_entries`` entries each. Entry ``i`` of the queue is at by
 holds the rest: loading and recovery, the rarer append cases, bounds, truncation and the
 search by time.
 
-Differences from RocketMQ: no ConsumeQueueExt and no LMQ multi-dispatch; the time search
+Differences from RocketMQ: no ConsumeQueueExt (LMQ queues: :mod:`.lmq`); the time search
 picks the file by the store times of its first and last entries (RocketMQ 5.x) and bisects
 for the boundary (see ``cq_unit``).
 """
@@ -23,6 +23,7 @@ from pymq._core.cq_unit import CqAppender, offset_by_time, read_unit, read_unit_
 from pymq.errors import CorruptStoreError, SegmentSizeError
 from pymq.status import BoundaryType
 
+from .lmq import is_lmq
 from .log_walk import written_end
 from .map_cache import entry_written
 from .mapped_file_queue import MappedFileQueue
@@ -160,8 +161,13 @@ class ConsumeQueue:
         (``header_witness``): "keep" (its record's header was altered) and "lost" (its
         record was destroyed: the entry becomes a lost marker) go on after it."""
         mfq = self.mapped_file_queue
-        files = mfq.mapped_files[-last_files:] if last_files > 0 else mfq.mapped_files
         cl = self.commit_log
+        if is_lmq(self.topic):
+            # its entries point at records filed under their parent queue (``lmq``): no
+            # header to compare; entries past the log's end are cut by ``truncate_dirty``
+            self.correct_min_offset(cl.get_min_offset())
+            return True
+        files = mfq.mapped_files[-last_files:] if last_files > 0 else mfq.mapped_files
         topic = self.topic.encode("utf-8")
         # entries of segments cleaning deleted are gone, not damage: start after them
         self.correct_min_offset(cl.get_min_offset())

@@ -13,6 +13,7 @@ from pymq.config import StoreConfig
 
 from .consume_queue import ConsumeQueue
 from .header_witness import claimed_elsewhere, header_altered, record_destroyed
+from .lmq import is_lmq
 from .map_cache import MapCache
 from .queue_repair import mark_lost_past
 
@@ -43,7 +44,8 @@ class ConsumeQueueStore:
                 cq = ConsumeQueue(topic, queue_id, self.root, self.config.consume_queue_entries,
                                   self.commit_log, read_only=self.read_only,
                                   reserve_chunk=self.config.consume_queue_reserve_bytes, map_cache=self.map_cache)
-                cq.claimed_elsewhere = lambda t, q, i, phy: claimed_elsewhere(self, t, q, i, phy)
+                if not is_lmq(topic):      # an LMQ entry's record names its parent queue
+                    cq.claimed_elsewhere = lambda t, q, i, phy: claimed_elsewhere(self, t, q, i, phy)
                 self._apply_floor(cq)
                 self._queues[key] = cq
             return cq

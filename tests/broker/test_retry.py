@@ -50,6 +50,7 @@ def test_send_back_goes_to_the_retry_topic_delayed_by_level_3_plus_reconsume_tim
         assert rec.properties["RETRY_TOPIC"] == "T" and rec.properties["ORIGIN_MESSAGE_ID"] == m.msg_id
         assert rec.properties["p"] == "v" and rec.tags == "TagA" and rec.keys == ["k1"]
         assert rec.properties["UNIQ_KEY"] == m.uniq_key and rec.born_timestamp == m.born_timestamp
+        assert rec.properties["WAIT"] == "false"
         assert b.topic_config_manager.select_topic_config("%RETRY%g").perm == 6
         r = b.send_message_back("g", m, delay_level=1)
         assert b.look_message_by_offset(r.commitlog_offset).properties["DELAY"] == "1"
@@ -62,8 +63,10 @@ def test_past_the_limit_or_a_negative_level_the_message_goes_to_the_dlq(tmp_path
         b.put_message(pymq.Message("T", b"x"))
         m = consumed(b)[0]
         rec = b.look_message_by_offset(b.send_message_back("g", m, delay_level=-1).commitlog_offset)
-        assert rec.topic == "%DLQ%g" and rec.reconsume_times == 1 and "DELAY" not in rec.properties
-        assert b.topic_config_manager.select_topic_config("%DLQ%g").perm == 2
+        # as 4.9.7 writes it: DELAY 0 (no delay), WAIT=false; the DLQ is readable (perm 6)
+        assert rec.topic == "%DLQ%g" and rec.reconsume_times == 1
+        assert rec.properties["DELAY"] == "0" and rec.properties["WAIT"] == "false"
+        assert b.topic_config_manager.select_topic_config("%DLQ%g").perm == 6
         # a message already retried twice (limit 2) goes to the DLQ
         r1 = b.look_message_by_offset(b.send_message_back("g", m, delay_level=1).commitlog_offset)
         assert r1.reconsume_times == 1
@@ -277,7 +280,7 @@ class RetryMachine(RuleBasedStateMachine):
         assert (stored.body, stored.reconsume_times, stored.properties["ORIGIN_MESSAGE_ID"]) == nxt.key()
         assert stored.properties["RETRY_TOPIC"] == "T"
         if rec.times >= LIMIT or level < 0:
-            assert stored.topic == "%DLQ%g" and "DELAY" not in stored.properties
+            assert stored.topic == "%DLQ%g" and stored.properties["DELAY"] == "0"
             self.dlq.append(nxt)
             if level >= 0:
                 RetryMachine.limit_dlq += 1

@@ -56,7 +56,10 @@ def test_a_half_is_invisible_until_committed_and_commit_is_once(tmp_path):
         assert [m.body for m in got] == [b"tx"]
         m = got[0]
         assert m.transaction_type == 8 and m.prepared_transaction_offset == r.commitlog_offset
-        assert "REAL_TOPIC" not in m.properties and m.keys == ["order-1"]
+        assert m.keys == ["order-1"]
+        # every property of the half stays, as on RocketMQ 4.9.7 (tests/parity/test_client_matrix.py)
+        assert {k: m.properties[k] for k in ("REAL_TOPIC", "REAL_QID", "TRAN_MSG", "PGROUP")} == \
+            {"REAL_TOPIC": "T", "REAL_QID": "1", "TRAN_MSG": "true", "PGROUP": "pg"}
         assert [x.body for x in b.query_message("T", "order-1")] == [b"tx"]
 
 

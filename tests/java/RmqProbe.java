@@ -16,10 +16,16 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import org.apache.rocketmq.client.QueryResult;
+import java.util.concurrent.atomic.AtomicInteger;
 import org.apache.rocketmq.client.consumer.DefaultMQPullConsumer;
+import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
+import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.client.consumer.PullResult;
 import org.apache.rocketmq.client.consumer.PullStatus;
 import org.apache.rocketmq.client.consumer.store.RemoteBrokerOffsetStore;
+import org.apache.rocketmq.client.impl.MQClientManager;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.SendResult;
 import org.apache.rocketmq.common.TopicConfig;
@@ -36,7 +42,8 @@ import org.apache.rocketmq.tools.command.MQAdminStartup;
  *   java RmqProbe NAMESRV BROKER_ADDR PLAN.json OUT.json
  *
  * Steps ({"op": ...}): createTopic, send, dump, pullTag, query, uniq, viewOffsetId,
- * mqadmin, offsets, consume, searchOffset. A step that throws records {"error": "..."} and the plan goes on.
+ * mqadmin, offsets, committed, consume, heartbeat, searchOffset, route, pushStart, pushWait. A step that throws records {"error": "..."}
+ * and the plan goes on.
  */
 public class RmqProbe {
     static String ns;
@@ -44,6 +51,8 @@ public class RmqProbe {
     static DefaultMQAdminExt admin;
     static DefaultMQProducer producer;
     static final Map<String, DefaultMQPullConsumer> consumers = new HashMap<>();
+    static final Map<String, DefaultMQPushConsumer> pushConsumers = new HashMap<>();
+    static final Map<String, AtomicInteger> pushed = new HashMap<>();
 
     public static void main(String[] args) throws Exception {
         ns = args[0];
@@ -70,6 +79,7 @@ public class RmqProbe {
             results.add(r);
         }
         for (DefaultMQPullConsumer c : consumers.values()) c.shutdown();
+        for (DefaultMQPushConsumer c : pushConsumers.values()) c.shutdown();
         producer.shutdown();
         admin.shutdown();
         String json = JSON.toJSONString(results, SerializerFeature.WriteMapNullValue);   // keep null tags/keys
@@ -84,7 +94,9 @@ public class RmqProbe {
                 admin.createAndUpdateTopicConfig(brokerAddr, new TopicConfig(s.getString("topic"), n, n, 6));
                 return queues(s.getString("topic")).size();
             }
-            case "send": return send(s.getString("topic"), s.getJSONArray("messages"));
+            case "send":             // with "batch": true one batch, to the first message's queue
+                return s.getBooleanValue("batch") ? sendBatch(s.getString("topic"), s.getJSONArray("messages"))
+                    : send(s.getString("topic"), s.getJSONArray("messages"));
             case "dump": return dump(s);
             case "pullTag": return pullTag(s.getString("topic"), s.getString("tag"));
             case "query": {
@@ -97,7 +109,14 @@ public class RmqProbe {
                 return summaries(qr.getMessageList());
             }
             case "viewOffsetId": return message(admin.viewMessage(s.getString("id")));
-            case "mqadmin": return mqadmin(s.getJSONArray("args"));
+            case "mqadmin": {        // its standard output; with "stderr": true {"out", "err"}
+                String[] outErr = mqadmin(s.getJSONArray("args"));
+                if (!s.getBooleanValue("stderr")) return outErr[0];
+                JSONObject o = new JSONObject();
+                o.put("out", outErr[0]);
+                o.put("err", outErr[1]);
+                return o;
+            }
             case "offsets": {
                 DefaultMQPullConsumer c = consumer(s.getString("group"));
                 JSONObject out = new JSONObject();
@@ -105,7 +124,27 @@ public class RmqProbe {
                     out.put(String.valueOf(mq.getQueueId()), c.fetchConsumeOffset(mq, true));
                 return out;
             }
+            case "committed": {           // the group's committed offsets as the broker reports them (consumeStats,
+                                          // no client joins the group); with "waitFor" {qid: offset}, polled until
+                                          // they are those (up to "waitMs")
+                long deadline = System.currentTimeMillis() + s.getLongValue("waitMs");
+                while (true) {
+                    JSONObject out = new JSONObject();
+                    admin.examineConsumeStats(s.getString("group"), s.getString("topic")).getOffsetTable()
+                        .forEach((mq, w) -> out.put(String.valueOf(mq.getQueueId()), w.getConsumerOffset()));
+                    if (!s.containsKey("waitFor") || out.equals(s.getJSONObject("waitFor"))
+                        || System.currentTimeMillis() > deadline) return out;
+                    Thread.sleep(200);
+                }
+            }
             case "consume": return consume(s.getString("group"), s.getString("topic"), s.getJSONObject("counts"));
+            case "heartbeat": {      // the consumers' heartbeat now (a started consumer's first one waits a second,
+                                     // then goes only to brokers whose routes it knows): the broker registers
+                                     // the groups (and their %RETRY% topics) as it does for a push consumer
+                MQClientManager.getInstance().getOrCreateMQClientInstance(consumer(s.getString("group")))
+                    .sendHeartbeatToAllBrokerWithLock();
+                return true;
+            }
             case "searchOffset": {        // {queueId: offset} for a time: "timestamp", or now + "deltaMs"
                 long ts = s.containsKey("timestamp") ? s.getLongValue("timestamp")
                     : System.currentTimeMillis() + s.getLongValue("deltaMs");
@@ -114,6 +153,32 @@ public class RmqProbe {
                     out.put(String.valueOf(mq.getQueueId()), admin.searchOffset(mq, ts));
                 return out;
             }
+            case "pushStart": {           // a push consumer (clustering, "*") that counts what it is handed
+                DefaultMQPushConsumer c = new DefaultMQPushConsumer(s.getString("group"));
+                c.setNamesrvAddr(ns);
+                c.setInstanceName("probe-push-" + s.getString("group"));
+                c.setPersistConsumerOffsetInterval(500);
+                c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+                c.subscribe(s.getString("topic"), "*");
+                AtomicInteger n = new AtomicInteger();
+                c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+                    n.addAndGet(msgs.size());
+                    return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+                });
+                c.start();
+                pushed.put(s.getString("group"), n);
+                pushConsumers.put(s.getString("group"), c);
+                return true;
+            }
+            case "pushWait": {            // messages the push consumer was handed, once >= "count" (or "waitMs")
+                AtomicInteger n = pushed.get(s.getString("group"));
+                long deadline = System.currentTimeMillis() + s.getLongValue("waitMs");
+                while (n.get() < s.getIntValue("count") && System.currentTimeMillis() < deadline) Thread.sleep(50);
+                Thread.sleep(s.getLongValue("settleMs"));
+                return n.get();
+            }
+            case "route":                 // the name server's TopicRouteData, as JSON
+                return JSON.parse(admin.examineTopicRouteInfo(s.getString("topic")).toJson());
             default: throw new IllegalArgumentException("unknown op " + s.getString("op"));
         }
     }
@@ -160,16 +225,44 @@ public class RmqProbe {
         return out;
     }
 
+    static Message message(String topic, JSONObject m) {
+        Message msg = new Message(topic, Base64.getDecoder().decode(m.getString("body")));
+        if (m.getString("tags") != null) msg.setTags(m.getString("tags"));
+        if (m.getString("keys") != null) msg.setKeys(m.getString("keys"));
+        JSONObject props = m.getJSONObject("props");
+        if (props != null) for (String k : props.keySet()) msg.putUserProperty(k, props.getString(k));
+        if (m.containsKey("delayLevel")) msg.setDelayTimeLevel(m.getIntValue("delayLevel"));
+        return msg;
+    }
+
+    /** One result per message of a batch sent with one request: the result's comma-joined
+     *  ids split, the queue offsets counted on from the first. */
+    static JSONArray sendBatch(String topic, JSONArray msgs) throws Exception {
+        List<Message> batch = new ArrayList<>();
+        for (int i = 0; i < msgs.size(); i++) batch.add(message(topic, msgs.getJSONObject(i)));
+        int qid = msgs.getJSONObject(0).getIntValue("queue");
+        MessageQueue mq = null;
+        for (MessageQueue q : queues(topic)) if (q.getQueueId() == qid) mq = q;
+        SendResult r = producer.send(batch, mq);
+        String[] ids = r.getMsgId().split(","), offsetIds = r.getOffsetMsgId().split(",");
+        JSONArray out = new JSONArray();
+        for (int i = 0; i < ids.length; i++) {
+            JSONObject o = new JSONObject();
+            o.put("status", r.getSendStatus().toString());
+            o.put("msgId", ids[i]);
+            o.put("offsetMsgId", offsetIds[i]);
+            o.put("queueId", r.getMessageQueue().getQueueId());
+            o.put("queueOffset", r.getQueueOffset() + i);
+            out.add(o);
+        }
+        return out;
+    }
+
     static JSONArray send(String topic, JSONArray msgs) throws Exception {
         JSONArray out = new JSONArray();
         for (int i = 0; i < msgs.size(); i++) {
             JSONObject m = msgs.getJSONObject(i);
-            Message msg = new Message(topic, Base64.getDecoder().decode(m.getString("body")));
-            if (m.getString("tags") != null) msg.setTags(m.getString("tags"));
-            if (m.getString("keys") != null) msg.setKeys(m.getString("keys"));
-            JSONObject props = m.getJSONObject("props");
-            if (props != null) for (String k : props.keySet()) msg.putUserProperty(k, props.getString(k));
-            if (m.containsKey("delayLevel")) msg.setDelayTimeLevel(m.getIntValue("delayLevel"));
+            Message msg = message(topic, m);
             final int qid = m.getIntValue("queue");
             SendResult r = producer.send(msg, (mqs, mm, arg) -> {
                 for (MessageQueue mq : mqs) if (mq.getQueueId() == qid) return mq;
@@ -234,20 +327,25 @@ public class RmqProbe {
         return out;
     }
 
-    static String mqadmin(JSONArray a) {
+    /** {standard output, standard error} of one mqadmin command (a failed command prints
+     *  its stack trace to standard error). */
+    static String[] mqadmin(JSONArray a) {
         List<String> args = new ArrayList<>();
         for (Object o : a) args.add((String) o);
         args.add("-n");
         args.add(ns);
-        PrintStream old = System.out;
-        ByteArrayOutputStream buf = new ByteArrayOutputStream();
-        System.setOut(new PrintStream(buf, true));
+        PrintStream oldOut = System.out, oldErr = System.err;
+        ByteArrayOutputStream out = new ByteArrayOutputStream(), err = new ByteArrayOutputStream();
+        System.setOut(new PrintStream(out, true));
+        System.setErr(new PrintStream(err, true));
         try {
             MQAdminStartup.main0(args.toArray(new String[0]), null);
         } finally {
-            System.setOut(old);
+            System.setOut(oldOut);
+            System.setErr(oldErr);
         }
-        return new String(buf.toByteArray(), StandardCharsets.UTF_8);
+        return new String[] {new String(out.toByteArray(), StandardCharsets.UTF_8),
+                             new String(err.toByteArray(), StandardCharsets.UTF_8)};
     }
 
     static JSONArray summaries(List<MessageExt> l) {

@@ -5,7 +5,9 @@ Java 4.9.7 client and mqadmin, :mod:`real_rocketmq`'s ``RmqProbe``) against Apac
 The distribution comes from ``PYMQ_ROCKETMQ_HOME`` (``ci/test.sh`` points it at
 ``../shared/rocketmq-4.9.7``); without one the tests skip, naming the variable. Each
 counterpart is started once per module: ``counterpart`` is parametrized over
-``rocketmq`` and ``pymq``, so a test runs twice and its id says against which.
+``rocketmq`` and ``pymq``, so a test runs twice and its id says against which. A module
+that needs both started otherwise (shorter delay levels, say) overrides
+``counterpart_options``.
 """
 
 from __future__ import annotations
@@ -55,19 +57,29 @@ class PymqCounterpart:
         return "".join(self.proc.output[-40:])
 
 
+@pytest.fixture(scope="module")
+def counterpart_options() -> dict:
+    """How the module's counterparts start: ``{"rocketmq": {broker.conf key: value},
+    "pymq": [pymq serve options]}``, the same behaviour asked of both. A module overrides
+    this fixture to change it."""
+    return {"rocketmq": {}, "pymq": []}
+
+
 @pytest.fixture(scope="module", params=["rocketmq", "pymq"])
-def counterpart(request, rocketmq_home, tmp_path_factory):
+def counterpart(request, rocketmq_home, tmp_path_factory, counterpart_options):
     """A started RocketMQ 4.9.7 broker (with its name server), or a started ``pymq serve``."""
     from real_rocketmq import RealBroker
     run = tmp_path_factory.mktemp(f"parity-{request.param}")
     if request.param == "rocketmq":
-        server = RealBroker(rocketmq_home, run / "run", run / "store")
+        server = RealBroker(rocketmq_home, run / "run", run / "store", conf=counterpart_options["rocketmq"])
         server.kind = "rocketmq"
     else:
-        server = PymqCounterpart(run)
-    server.start()
-    yield server
-    server.stop()
+        server = PymqCounterpart(run, *counterpart_options["pymq"])
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()          # also what a failed start got to (the name server alone)
 
 
 @pytest.fixture

@@ -90,6 +90,27 @@ def test_reset_offset_by_time_with_no_consumer_online_moves_the_offsets(probe):
     assert offsets == {"0": 0}, (offsets, out)
 
 
+def test_reset_offset_by_time_makes_an_online_push_consumer_consume_again(probe):
+    """A push consumer of the group is online: the broker sends it the offsets of the time
+    asked (RESET_CONSUMER_CLIENT_OFFSET), it moves to them and gets the messages again."""
+    t0 = int(time.time() * 1000) - 60_000
+    results = probe([{"op": "createTopic", "topic": "ResetLive", "queues": 2},
+                     {"op": "send", "topic": "ResetLive", "messages": _messages(3) + [
+                         dict(m, queue=1) for m in _messages(3)]},
+                     {"op": "pushStart", "group": "reset_live", "topic": "ResetLive"},
+                     {"op": "pushWait", "group": "reset_live", "count": 6, "waitMs": 30_000, "settleMs": 2_000},
+                     # committed by the consumer's pulls, or at the latest by its offset persisting (10 s)
+                     {"op": "committed", "group": "reset_live", "topic": "ResetLive", "waitFor": {"0": 3, "1": 3},
+                      "waitMs": 20_000},
+                     {"op": "mqadmin", "args": ["resetOffsetByTime", "-g", "reset_live", "-t", "ResetLive",
+                                                "-s", str(t0)], "stderr": True},
+                     {"op": "pushWait", "group": "reset_live", "count": 12, "waitMs": 30_000, "settleMs": 1_000}])
+    first, committed, out, total = results[3:]
+    assert first == 6 and committed == {"0": 3, "1": 3}, results
+    assert out["err"] == "" and "#brokerName" in out["out"], out
+    assert total == 12, (total, out)
+
+
 def test_a_delivered_delay_message_keeps_its_delay_level(probe):
     sent, = probe([{"op": "send", "topic": "DelayTopic", "messages": _messages(1, delayLevel=1)}])
     dump, = probe([{"op": "dump", "topics": ["DelayTopic"], "waitFor": {"DelayTopic": 1}, "waitMs": 20_000}])
@@ -98,6 +119,28 @@ def test_a_delivered_delay_message_keeps_its_delay_level(probe):
     props = got[0]["properties"]
     assert props["DELAY"] == "1" and props["REAL_TOPIC"] == "DelayTopic" and props["REAL_QID"] == "0", props
     assert got[0]["msgId"] == sent[0]["msgId"] or props.get("UNIQ_KEY") == sent[0]["msgId"]
+
+
+def test_routes_only_for_topics_that_exist(probe):
+    """The name server describes only existing topics (a lookup creates nothing, a group's
+    retry topic included); the Java producer sends a new topic's first message along
+    TBW102's route, and that send creates the topic with the producer's 4 queues."""
+    def queues(route: dict) -> tuple:
+        q, = route["queueDatas"]
+        return q["perm"], q["readQueueNums"], q["writeQueueNums"]
+    missing, retry, tbw = probe([{"op": "route", "topic": "NotYetThere"},
+                                 {"op": "route", "topic": "%RETRY%never_heard_of"},
+                                 {"op": "route", "topic": "TBW102"}], allow_errors=True)
+    assert "CODE: 17" in missing["error"] and "No topic route info in name server for the topic: NotYetThere" \
+        in missing["error"], missing
+    assert "CODE: 17" in retry["error"], retry
+    assert queues(tbw) == (7, 8, 8), tbw
+    sent, route, again = probe([{"op": "send", "topic": "BornOnSend", "messages": _messages(2)},
+                                {"op": "route", "topic": "BornOnSend"},
+                                {"op": "route", "topic": "%RETRY%never_heard_of"}], allow_errors=True)
+    assert [x["status"] for x in sent] == ["SEND_OK"] * 2, sent
+    assert queues(route) == (6, 4, 4), route
+    assert "CODE: 17" in again["error"], again
 
 
 @pytest.fixture(autouse=True)

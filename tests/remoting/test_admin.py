@@ -83,7 +83,7 @@ def test_topics_groups_and_stats(remoting_server):
 
 
 def test_consumer_connections(remoting_server):
-    server = remoting_server()
+    server = remoting_server(topics=("ConnTopic",))
     assert invoke(server.broker, {"code": 203, "header": {"consumerGroup": "ConnGroup"}})[0]["code"] == 206
     c = NodeClient({"mode": "consume", "nameSrv": server.namesrv, "group": "ConnGroup", "topic": "ConnTopic",
                     "expression": "TagA"})
@@ -155,6 +155,7 @@ def test_transactions_end_and_check(remoting_server):
 
 def test_access_keys(remoting_server):
     server = remoting_server("--access-key", "ak", "--secret-key", "sk")
+    server.create_topics("AuthTopic", accessKey="ak", secretKey="sk")
     signed = run_node({"mode": "produce", "nameSrv": server.namesrv, "topic": "AuthTopic", "count": 2,
                        "accessKey": "ak", "secretKey": "sk"})
     assert [x.get("status") for x in signed] == ["SEND_OK", "SEND_OK"]

@@ -44,7 +44,7 @@ def produce(server, **opts) -> list[dict]:
 
 
 def test_group_of_two_consumes_everything_exactly_once_then_resumes(remoting_server):
-    server = remoting_server()
+    server = remoting_server(topics=("TopicTest",))
     opts = {"mode": "consume", "nameSrv": server.namesrv, "group": "CG", "topic": "TopicTest",
             "expression": "TagA || TagB"}
     a, b = NodeClient(opts), NodeClient(opts)
@@ -106,7 +106,7 @@ def test_consumer_killed_mid_stream_resumes_from_committed_offsets(remoting_serv
     last moments before the kill are delivered twice (at least once, as RocketMQ)."""
     import threading
 
-    server = remoting_server()
+    server = remoting_server(topics=("KillTopic",))
     opts = {"mode": "consume", "nameSrv": server.namesrv, "group": "KG", "topic": "KillTopic"}
     a = NodeClient(opts)
     try:
@@ -147,7 +147,7 @@ def test_consumer_killed_mid_stream_resumes_from_committed_offsets(remoting_serv
 
 
 def test_retries_then_dead_letter_queue(remoting_server):
-    server = remoting_server("--message-delay-level", FAST_LEVELS)
+    server = remoting_server("--message-delay-level", FAST_LEVELS, topics=("RetryTopic",))
     c = NodeClient({"mode": "consume", "nameSrv": server.namesrv, "group": "RG", "topic": "RetryTopic",
                     "maxReconsumeTimes": 2, "fail": {"key-3": 1, "key-5": -1}})
     try:
@@ -185,7 +185,7 @@ def test_retries_then_dead_letter_queue(remoting_server):
 
 
 def test_delayed_messages_and_long_poll_wake_up(remoting_server):
-    server = remoting_server()
+    server = remoting_server(topics=("DelayTopic",))
     c = NodeClient({"mode": "consume", "nameSrv": server.namesrv, "group": "DG", "topic": "DelayTopic"})
     try:
         c.wait_for(lambda ls: any("ready" in x for x in ls), 30, "consumer ready")
@@ -205,7 +205,7 @@ def test_delayed_messages_and_long_poll_wake_up(remoting_server):
 
 
 def test_query_by_key_and_by_id(remoting_server):
-    server = remoting_server()
+    server = remoting_server(topics=("QueryTopic",))
     sent = produce(server, topic="QueryTopic", count=20)
     seven = next(x for x in sent if x["i"] == 7)
     now = int(time.time() * 1000) + 1000
@@ -225,7 +225,7 @@ def test_query_by_key_and_by_id(remoting_server):
 
 
 def test_sixteen_connections_at_once(remoting_server):
-    server = remoting_server()
+    server = remoting_server(topics=("SwarmTopic", "SwarmIdle"))
     lines = run_node({"mode": "swarm", "addr": server.broker, "connections": 16, "messages": 50,
                       "topic": "SwarmTopic", "queues": 4, "idleTopic": "SwarmIdle"})
     conns = [x for x in lines if "connection" in x]
@@ -238,14 +238,19 @@ def test_sixteen_connections_at_once(remoting_server):
 
 
 def test_max_topics_refuses_a_new_topic(remoting_server):
-    """RocketMQ 4's JavaScript client (ali-ons) against --max-topics 1: its first topic is
-    created and takes messages; a second new topic is refused (route and send), with no
-    topic entry written for it."""
+    """Against --max-topics 1, a send along TBW102's route (what the Java client does for
+    a topic with no route) creates the first new topic; a second new topic is refused
+    (route and send), with no topic entry written for it."""
     server = remoting_server("--max-topics", "1")
-    ok = run_node({"mode": "produce", "nameSrv": server.namesrv, "topic": "FirstTopic", "count": 2})
-    assert ok and all("error" not in x for x in ok), ok
-    lines = run_node({"mode": "produce", "nameSrv": server.namesrv, "topic": "SecondTopic", "count": 1})
-    assert lines and "error" in lines[0], lines
+
+    def send(topic: str) -> dict:
+        return invoke(server, {"code": 310, "header": {"a": "PG", "b": topic, "c": "TBW102", "d": 4, "e": 0, "f": 0,
+                                                       "g": int(time.time() * 1000), "h": 0, "i": ""},
+                               "body": base64.b64encode(b"x").decode()})[0]
+    assert send("FirstTopic")["code"] == 0
+    assert send("SecondTopic")["code"] == 17
+    lines = run_node({"mode": "produce", "nameSrv": server.namesrv, "topic": "FirstTopic", "count": 2})
+    assert lines and all("error" not in x for x in lines), lines
     assert invoke(server, {"code": 105, "header": {"topic": "SecondTopic"}}, role="namesrv")[0]["code"] == 17
     with open(os.path.join(server.store, "config", "topics.json")) as f:
         table = json.load(f)["topicConfigTable"]
@@ -268,7 +273,7 @@ def test_refusals(remoting_server):
 
 @pytest.mark.parametrize("offset, code, next_offset", [(9, 21, 3), (3, 19, 3), (1, 0, 3)])
 def test_pull_statuses(remoting_server, offset, code, next_offset):
-    server = remoting_server()
+    server = remoting_server(topics=("PullTopic",))
     produce(server, topic="PullTopic", count=12)          # 3 per queue
     header = {"consumerGroup": "PG", "topic": "PullTopic", "queueId": 0, "queueOffset": offset, "maxMsgNums": 32,
               "sysFlag": 0, "commitOffset": 0, "suspendTimeoutMillis": 0, "subscription": "*", "subVersion": 0}
@@ -280,7 +285,7 @@ def test_pull_statuses(remoting_server, offset, code, next_offset):
 
 
 def test_server_killed_and_restarted_clients_reconnect(remoting_server):
-    server = remoting_server()
+    server = remoting_server(topics=("KillTopic",))
     ns_port, br_port = server.port("namesrv"), server.port("broker")
     c = NodeClient({"mode": "consume", "nameSrv": server.namesrv, "group": "KG", "topic": "KillTopic"})
     try:

@@ -16,7 +16,7 @@ pytest.importorskip("prometheus_client")
 
 def test_remoting_latencies_and_connections(remoting_server):
     from server.test_metrics import _stored, scrape          # tests/ is on sys.path
-    server = remoting_server("--metrics-port", "0")
+    server = remoting_server("--metrics-port", "0", topics=("MetricTopic",))
     port = int(re.search(r":(\d+)/metrics", next(x for x in server.output if "metrics on" in x)).group(1))
     c = NodeClient({"mode": "consume", "nameSrv": server.namesrv, "group": "MG", "topic": "MetricTopic"})
     try:

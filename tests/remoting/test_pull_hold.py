@@ -9,6 +9,7 @@ import struct
 import time
 
 import pymq
+from pymq.broker.topic_config import TopicConfig
 from pymq.server.remoting import RemotingConfig, RemotingServer
 
 from .test_robustness import request
@@ -30,6 +31,7 @@ def _run(tmp_path, scenario):
     cfg = pymq.StoreConfig(commitlog_file_size=1 << 20, consume_queue_entries=1000, index_hash_slots=1000,
                            index_max_entries=4000, warm_mapped_file_enable=False)
     broker = pymq.Broker(str(tmp_path / "store"), cfg).start()
+    broker.topic_config_manager.update_topic_config(TopicConfig("HoldTopic"))     # a pull needs the topic
     try:
         async def main():
             server = RemotingServer(broker, RemotingConfig(namesrv_port=None, broker_port=0))

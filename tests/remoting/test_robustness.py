@@ -101,7 +101,7 @@ def test_malformed_frames_close_only_their_connection(remoting_server):
 
 
 def test_bad_requests_get_error_responses(remoting_server):
-    server = remoting_server()
+    server = remoting_server(topics=("T",))
     with connect(server.broker) as s:
         s.sendall(request(9999, {}, opaque=1))                               # unknown code
         s.sendall(request(30, {"queueId": "x"}, opaque=2))                   # missing / wrong fields
@@ -142,6 +142,7 @@ def test_random_and_truncated_frames(remoting_server_module, data, cut):
 def test_after_the_fuzzing_the_store_is_intact(remoting_server_module):
     server = remoting_server_module
     still_serves(server)
+    server.create_topics("AfterFuzz")
     lines = run_node({"mode": "produce", "nameSrv": server.namesrv, "topic": "AfterFuzz", "count": 5})
     assert [x["status"] for x in lines] == ["SEND_OK"] * 5
     r = run_node({"mode": "invoke", "addr": server.broker, "requests": [

@@ -33,6 +33,22 @@ def write_groups(store: str, groups: dict) -> None:
         json.dump(doc, f)
 
 
+def write_topics(store: str, topics: dict) -> None:
+    """Pre-create topics in ``config/topics.json`` (RocketMQ's shape): ``{name: {"queues": n,
+    "attributes": {...}}}``; ``{"message.type": "PRIORITY"}`` is what mqadmin's
+    ``updateTopic -a +message.type=PRIORITY`` writes."""
+    os.makedirs(os.path.join(store, "config"), exist_ok=True)
+    table = {}
+    for name, over in topics.items():
+        n = over.get("queues", 8)
+        table[name] = {"topicName": name, "readQueueNums": n, "writeQueueNums": n, "perm": 6,
+                       "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": False,
+                       "attributes": dict(over.get("attributes", {}))}
+    doc = {"topicConfigTable": table, "dataVersion": {"timestamp": int(time.time() * 1000), "counter": 1}}
+    with open(os.path.join(store, "config", "topics.json"), "w") as f:
+        json.dump(doc, f)
+
+
 class ServerProcess(ServeProcess):
     """``pymq serve`` with gRPC on a free loopback port (remoting off); ``endpoint`` is
     ``127.0.0.1:PORT``."""
@@ -50,10 +66,13 @@ class ServerProcess(ServeProcess):
 def server_factory(tmp_path):
     servers = []
 
-    def make(*extra: str, store: str | None = None, groups: dict | None = None) -> ServerProcess:
+    def make(*extra: str, store: str | None = None, groups: dict | None = None,
+             topics: dict | None = None) -> ServerProcess:
         path = store or str(tmp_path / "store")
         if groups:
             write_groups(path, groups)
+        if topics:
+            write_topics(path, topics)
         s = ServerProcess(path, *extra)
         servers.append(s)
         return s.start()

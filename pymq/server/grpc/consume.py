@@ -7,7 +7,9 @@ the call's deadline), parked on the event loop and woken by the store's arrival
 notifications, not a timer, so a thousand waiting consumers hold no thread. The answer is
 the stream RocketMQ 5 clients read: a ``status``, the messages, then a ``delivery_timestamp``.
 A push consumer asks for ``auto_renew`` and no invisible duration: its messages are hidden
-for ``auto_renew_invisible_ms`` and renewed while it holds them (:mod:`.renewal`).
+for ``auto_renew_invisible_ms`` and renewed while it holds them (:mod:`.renewal`). A lite
+consumer receives from the lite topics it subscribed to (:mod:`.lite`); its acks and
+changes name the lite topic whose queue the receipt handle is of.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pymq.broker.receipt_handle import InvalidReceiptHandleError, decode_receipt
 from ..traffic import observe
 from . import names
 from .convert import now_ms, to_pb_message
+from .lite import LITE_CLIENT_TYPES, lite_queue
 from .status import Code, RequestError, ok, status, status_of
 from .topics import find_topic
 
@@ -128,8 +131,11 @@ class ConsumeActivity:
         try:
             group, topic, tags, invisible, batch, polling, renew = self._check_receive(ctx, req)
             ctx.require_client_id()
-            self.server.clients.register(ctx.client_id)
-            result = await self._pop(group, topic, tags, invisible, batch, polling)
+            info = self.server.clients.register(ctx.client_id)
+            if getattr(info, "client_type", None) in LITE_CLIENT_TYPES:
+                result = await self.server.lite.pop(ctx, group, topic, batch, invisible, polling)
+            else:
+                result = await self._pop(group, topic, tags, invisible, batch, polling)
         except Exception as exc:
             if not isinstance(exc, RequestError):
                 self.server.note_error("ReceiveMessage", f"ReceiveMessage failed: {exc!r}", exc)
@@ -169,6 +175,14 @@ class ConsumeActivity:
     # -- ack and change ------------------------------------------------------------------
 
     @staticmethod
+    def _handle_topic(topic: str, entry) -> str:
+        """The queue topic of a receipt handle: the lite topic's LMQ when the request
+        names one (a lite consumer's), else ``topic``."""
+        if entry.HasField("lite_topic") and entry.lite_topic:
+            return lite_queue(topic, entry.lite_topic)
+        return topic
+
+    @staticmethod
     def _check_handle(handle: str, group: str, topic: str) -> None:
         try:
             h = decode_receipt_handle(handle)
@@ -188,7 +202,7 @@ class ConsumeActivity:
         for entry in req.entries:
             e = resp.entries.add(message_id=entry.message_id, receipt_handle=entry.receipt_handle)
             try:
-                self._check_handle(entry.receipt_handle, group, topic)
+                self._check_handle(entry.receipt_handle, group, self._handle_topic(topic, entry))
             except RequestError as exc:
                 e.status.CopyFrom(status_of(exc))
                 continue
@@ -215,7 +229,7 @@ class ConsumeActivity:
                                         ) -> svc.ChangeInvisibleDurationResponse:
         group = names.check_group(req.group.name)
         topic = names.check_topic(req.topic.name)
-        self._check_handle(req.receipt_handle, group, topic)
+        self._check_handle(req.receipt_handle, group, self._handle_topic(topic, req))
         ms = _duration_ms(req.invisible_duration)
         if ms < 0:
             raise RequestError(Code.ILLEGAL_INVISIBLE_TIME, "invisible duration must not be negative")
@@ -232,7 +246,7 @@ class ConsumeActivity:
                              ) -> svc.ForwardMessageToDeadLetterQueueResponse:
         group = names.check_group(req.group.name)
         topic = names.check_topic(req.topic.name)
-        self._check_handle(req.receipt_handle, group, topic)
+        self._check_handle(req.receipt_handle, group, self._handle_topic(topic, req))
         try:
             await self.server.call(self.server.dead_letter, group, self.server.renewer.release(req.receipt_handle))
         except InvalidReceiptHandleError as e:

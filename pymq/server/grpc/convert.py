@@ -18,6 +18,8 @@ from typing import Optional
 from rocketmq.grpc_protocol import definition_pb2 as pb
 
 from pymq._core.message import Message
+from pymq.broker.lite_topic import PROPERTY_LITE_TOPIC, IllegalLiteTopicError, check_lite_topic
+from pymq.broker.priority import PROPERTY_PRIORITY
 
 from . import names
 from .status import Code, RequestError
@@ -33,7 +35,7 @@ SYSTEM_PROPERTIES = frozenset({
     "CHECK_IMMUNITY_TIME_IN_SECONDS", "TIMER_DELIVER_MS", "TIMER_DELAY_SEC",
     "TIMER_DELAY_MS", "TIMER_OUT_MS", "TIMER_ENQUEUE_MS", "TIMER_DEQUEUE_MS", "TIMER_ROLL_TIMES",
     "TIMER_DEL_UNIQKEY", "INNER_NUM", "INNER_BASE", "INNER_MULTI_DISPATCH", "INNER_MULTI_QUEUE_OFFSET",
-    "DLQ_ORIGIN_TOPIC", "DLQ_ORIGIN_MESSAGE_ID", "__RECALL_HANDLE",
+    "DLQ_ORIGIN_TOPIC", "DLQ_ORIGIN_MESSAGE_ID", "__RECALL_HANDLE", PROPERTY_PRIORITY, PROPERTY_LITE_TOPIC,
 })
 
 # the proxy's limits on what a message carries besides its body (ProxyConfig
@@ -49,6 +51,8 @@ _MS_IN_SECONDS_FIELD = 100_000_000_000
 _GZIP = pb.Encoding.GZIP
 _FIFO = pb.MessageType.FIFO
 _DELAY = pb.MessageType.DELAY
+_PRIORITY = pb.MessageType.PRIORITY
+_LITE = pb.MessageType.LITE
 
 
 @functools.lru_cache(maxsize=4096)
@@ -145,11 +149,33 @@ def to_store_message(m: pb.Message, *, max_body_size: int, max_delay_ms: int, bo
                                f"delivery timestamp is more than {max_delay_ms // 1000} s ahead")
         if deliver <= now_ms():
             deliver = None          # due already: deliver now
+    _priority_and_lite(sp, mtype, props, group is not None or deliver is not None or transactional)
     if transactional and sp.HasField("orphaned_transaction_recovery_duration"):
         props["CHECK_IMMUNITY_TIME_IN_SECONDS"] = str(max(sp.orphaned_transaction_recovery_duration.seconds, 0))
     born = _ts_ms(sp.born_timestamp)         # 0 when unset: now
     return Message(topic, body, tags=tag, keys=keys, properties=props, deliver_time_ms=deliver,
                    born_timestamp=born or now_ms(), born_host=born_host, message_group=group)
+
+
+def _priority_and_lite(sp, mtype: int, props: dict, typed: bool) -> None:
+    """Into ``props``: the priority of a PRIORITY message (``_SYS_MSG_PRIORITY_``) and the
+    lite topic of a LITE one (``__LITE_TOPIC``). ``typed``: the message is transactional,
+    delayed or FIFO, which come first (RocketMQ drops a priority then)."""
+    lite = sp.lite_topic if sp.HasField("lite_topic") else None
+    priority = sp.priority if sp.HasField("priority") else None
+    if mtype == _LITE and lite is None:
+        raise RequestError(Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, "a LITE message needs a lite topic")
+    if mtype == _PRIORITY and priority is None:
+        raise RequestError(Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, "a PRIORITY message needs a priority")
+    if priority is not None and not typed:
+        if priority < 0:
+            raise RequestError(Code.BAD_REQUEST, "the priority must be greater than or equal to 0")
+        props[PROPERTY_PRIORITY] = str(priority)
+    elif lite is not None and not typed:
+        try:
+            props[PROPERTY_LITE_TOPIC] = check_lite_topic(lite)
+        except IllegalLiteTopicError as e:
+            raise RequestError(Code.ILLEGAL_LITE_TOPIC, str(e)) from None
 
 
 def message_type_of(x) -> int:
@@ -161,6 +187,10 @@ def message_type_of(x) -> int:
         return pb.MessageType.TRANSACTION
     if "TIMER_DELIVER_MS" in props or "DELAY" in props:
         return pb.MessageType.DELAY
+    if PROPERTY_PRIORITY in props:
+        return _PRIORITY
+    if PROPERTY_LITE_TOPIC in props:
+        return _LITE
     return pb.MessageType.NORMAL
 
 
@@ -202,4 +232,10 @@ def to_pb_message(x, *, invisible_ms: Optional[int] = None, topic: Optional[str]
     group = x.message_group or props.get("__SHARDINGKEY")
     if group:
         sp.message_group = group
+    priority = props.get(PROPERTY_PRIORITY)
+    if priority and priority.isdigit():
+        sp.priority = int(priority)
+    lite = props.get(PROPERTY_LITE_TOPIC)
+    if lite:
+        sp.lite_topic = lite
     return out

@@ -2,7 +2,9 @@
 
 pymq is one broker: every queue of a topic is served here, so a route lists the topic's
 queues with this server's own reachable address, and an assignment hands a consumer the
-whole broker (RocketMQ 5 pops from every queue of the broker a receive names).
+whole broker (RocketMQ 5 pops from every queue of the broker a receive names). Each queue
+says which message types it takes (the topic's ``message.type``: a PRIORITY topic's take
+PRIORITY messages only, a LITE topic's LITE messages only).
 """
 
 from __future__ import annotations
@@ -10,12 +12,17 @@ from __future__ import annotations
 from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as svc
 
+from pymq.broker.topic_message_type import accepted_types
+
 from . import names
 from .status import ok
 from .topics import PERM_READ, PERM_WRITE, TopicView, find_topic
 
-ACCEPT_MESSAGE_TYPES = (pb.MessageType.NORMAL, pb.MessageType.FIFO, pb.MessageType.DELAY,
-                        pb.MessageType.TRANSACTION)
+
+def accept_message_types(view: TopicView) -> list:
+    """The protocol message types a topic's queues take: the one it declares, all for
+    MIXED, the four 4.x kinds when it declares none (:mod:`pymq.broker.topic_message_type`)."""
+    return [pb.MessageType.Value(t) for t in accepted_types(view.message_type)]
 
 
 def permission(perm: int) -> int:
@@ -53,7 +60,7 @@ class RouteActivity:
         q = pb.MessageQueue(id=qid, permission=perm, broker=broker)
         q.topic.name = view.name
         q.topic.resource_namespace = namespace
-        q.accept_message_types.extend(ACCEPT_MESSAGE_TYPES)
+        q.accept_message_types.extend(accept_message_types(view))
         return q
 
     async def query_route(self, ctx, req: svc.QueryRouteRequest) -> svc.QueryRouteResponse:

@@ -1,4 +1,4 @@
-"""SendMessage: one message or a batch, normal, delayed, FIFO or transactional.
+"""SendMessage: one message or a batch, normal, delayed, FIFO, transactional, priority or lite.
 
 The proxy picks the queue (a request names none): FIFO messages by a hash of their message
 group over the topic's write queues, so that one group always lands in one queue; others
@@ -7,7 +7,12 @@ is appended as one batch, into one queue, with a single ``put_messages``. A deli
 timestamp becomes pymq's ``deliver_time_ms`` (the store's timer delivers it); a
 transactional message is stored as a half message, and its ``transaction_id`` in the
 receipt is what EndTransaction names. A delayed message's receipt carries a recall handle,
-which RecallMessage takes back (:mod:`pymq.broker.recall`).
+which RecallMessage takes back (:mod:`pymq.broker.recall`). A PRIORITY message goes to
+queue ``min(priority, write queues - 1)`` (:mod:`pymq.broker.priority`); a LITE message
+to a queue of its parent topic and into its lite topic's LMQ (:mod:`pymq.broker.lite_writer`).
+Each message's type must be one its topic takes (the topic's ``message.type``,
+:mod:`pymq.broker.topic_message_type`): else the whole request is refused with
+``MESSAGE_PROPERTY_CONFLICT_WITH_TYPE``, as RocketMQ 5's proxy does.
 """
 
 from __future__ import annotations
@@ -19,10 +24,14 @@ from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as svc
 
 from pymq._core.record import java_hash_code
+from pymq.broker.lite_topic import PROPERTY_LITE_TOPIC
+from pymq.broker.lite_writer import LiteTopicQuotaError
+from pymq.broker.priority import PROPERTY_PRIORITY, priority_queue_id
 from pymq.broker.recall import InvalidRecallHandleError, RecallTooLateError
+from pymq.broker.topic_message_type import message_type, type_conflict
 from pymq.status import PutMessageStatus
 
-from ..traffic import DELAY, FIFO, NORMAL, TRANSACTION, observe
+from ..traffic import NORMAL, observe
 from .convert import to_store_message
 from .names import check_topic
 from .status import Code, RequestError, ok, status, status_of
@@ -62,15 +71,16 @@ def java_string_hash(s: str) -> int:
     return abs(java_hash_code(s))
 
 
+def topic_message_type(msg, tx: bool) -> str:
+    """RocketMQ's ``TopicMessageType`` of a converted message."""
+    props = msg.properties
+    return message_type(tx, msg.deliver_time_ms is not None, msg.message_group is not None,
+                        PROPERTY_PRIORITY in props, PROPERTY_LITE_TOPIC in props)
+
+
 def _message_type(msg, tx: bool) -> str:
     """The metrics' ``message_type`` of a converted message."""
-    if tx:
-        return TRANSACTION
-    if msg.message_group is not None:
-        return FIFO
-    if msg.deliver_time_ms is not None:
-        return DELAY
-    return NORMAL
+    return topic_message_type(msg, tx).lower()
 
 
 def combined_status(entries) -> pb.Status:
@@ -120,7 +130,12 @@ class SendActivity:
         n = view.write_queue_nums
         if n < 1:
             raise RequestError(Code.FORBIDDEN, f"topic {topic!r} has no write queue")
-        plain = all(not tx and msg.message_group is None and msg.deliver_time_ms is None for msg, tx in converted)
+        kinds = [topic_message_type(msg, tx) for msg, tx in converted]
+        for kind in kinds:
+            why = type_conflict(view.message_type, kind)
+            if why is not None:
+                raise RequestError(Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, why)
+        plain = all(kind == "NORMAL" for kind in kinds)
         if plain and len(converted) > 1:
             msgs = [msg for msg, _ in converted]
             limit = broker.config.max_message_size
@@ -153,12 +168,17 @@ class SendActivity:
                 uniq = msg.properties["UNIQ_KEY"]
                 e = resp.entries.add(message_id=uniq, transaction_id=uniq)    # RocketMQ 5: the UNIQ_KEY, every send
                 try:
+                    props = msg.properties
                     if msg.message_group is not None:
                         msg.queue_id = java_string_hash(msg.message_group) % n
+                    elif PROPERTY_PRIORITY in props:
+                        msg.queue_id = priority_queue_id(int(props[PROPERTY_PRIORITY]), n)
                     else:
                         msg.queue_id = self._next_queue(topic, n)
                     if tx:
                         result = await server.transactions.put_half(ctx, msg)
+                    elif PROPERTY_LITE_TOPIC in props:
+                        result = await server.call(broker.put_lite_message, msg, props[PROPERTY_LITE_TOPIC])
                     else:
                         result = await server.call(broker.put_message, msg)
                     e.status.CopyFrom(put_status(result))
@@ -169,6 +189,8 @@ class SendActivity:
                         if server.in_observer is not None:
                             observe(server, server.in_observer, topic, _message_type(msg, tx), 1,
                                     result.wrote_bytes)
+                except LiteTopicQuotaError as exc:
+                    e.status.CopyFrom(status(Code.LITE_TOPIC_QUOTA_EXCEEDED, str(exc)))
                 except Exception as exc:  # one entry's failure is its own
                     e.status.CopyFrom(status_of(exc))
             resp.status.CopyFrom(combined_status(resp.entries))

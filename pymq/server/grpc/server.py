@@ -28,6 +28,7 @@ from .admission import Admission
 from .auth import Authenticator
 from .consume import ConsumeActivity
 from .groups import GroupView
+from .lite import LiteActivity
 from .renewal import ReceiptRenewer
 from .route import RouteActivity
 from .send import SendActivity
@@ -80,6 +81,7 @@ class GrpcServer:
         self.send = SendActivity(self)
         self.consume = ConsumeActivity(self)
         self.telemetry = TelemetryActivity(self)
+        self.lite = LiteActivity(self)
         self.transactions = TransactionActivity(self)
         self.renewer = ReceiptRenewer(self, cfg.auto_renew_invisible_ms, cfg.auto_renew_max_ms)
         self.clients.add_listener(self._client_gone)
@@ -183,8 +185,10 @@ class GrpcServer:
 
     def _client_gone(self, info) -> None:
         """A client left the broker's table (goodbye, expiry, closed connection): stop
-        renewing its messages and end its Telemetry stream."""
+        renewing its messages, forget its lite subscriptions (as RocketMQ does) and end
+        its Telemetry stream."""
         self.renewer.drop_client(info.client_id)
+        self.broker.lite_subscriptions.remove_complete(info.client_id)
         if isinstance(info.channel, TelemetryChannel):
             info.channel.close()
 

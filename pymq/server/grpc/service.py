@@ -144,7 +144,8 @@ class MessagingService(svc_grpc.MessagingServiceServicer):
         return svc.QueryOffsetResponse(status=status(Code.UNSUPPORTED, "QueryOffset is not supported by pymq"))
 
     async def SyncLiteSubscription(self, request, context):
-        return svc.SyncLiteSubscriptionResponse(status=status(Code.UNSUPPORTED, "lite topics are not supported"))
+        return await self._unary(request, context, svc.SyncLiteSubscriptionResponse,
+                                 self.server.lite.sync_lite_subscription)
 
 
 def observe_call(server, method: str, resp, started: float) -> None:

@@ -4,7 +4,8 @@ The client sends its ``Settings`` (type, publishing topics or subscription); the
 registers the client and answers with the settings it must use: for producers the backoff
 policy and the body size limit; for consumers the group's FIFO flag, the receive batch
 size, the long-polling timeout and the group's retry policy (RocketMQ 5's proxy merges the
-same from its config and the subscription group). The stream is also the server's way to
+same from its config and the subscription group), and for lite consumers their lite
+subscription quota and the longest lite topic name (:mod:`.lite`). The stream is also the server's way to
 reach a client: a producer gets ``RecoverOrphanedTransactionCommand`` on it when a half
 message of its topic is left unresolved, and answers with EndTransaction.
 """
@@ -18,6 +19,7 @@ from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as svc
 
 from . import names
+from .lite import LITE_CLIENT_TYPES
 from .status import Code, ok, status, status_of
 from .transactions import recover_orphaned_transaction_command
 
@@ -91,6 +93,8 @@ class TelemetryActivity:
             else:
                 for ms in g.retry_delays_ms:
                     bp.customized_backoff.next.add().FromMilliseconds(ms)
+            if CLIENT_TYPE_NAMES.get(settings.client_type) in LITE_CLIENT_TYPES:
+                self.server.lite.settings(group, sub)
         return out
 
     def _register(self, ctx, settings: pb.Settings, channel: TelemetryChannel) -> None:
@@ -104,6 +108,8 @@ class TelemetryActivity:
             topics = [s.topic.name for s in settings.subscription.subscriptions]
             if group:
                 self.server.groups.ensure(names.check_group(group))
+                if client_type in LITE_CLIENT_TYPES:
+                    self.server.lite.check_client(group, topics)
         self.server.clients.register(ctx.client_id, client_type, group, topics, channel, settings)
 
     async def telemetry(self, ctx, request_iterator):

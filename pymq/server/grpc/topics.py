@@ -8,7 +8,9 @@ creates it), and is ``TOPIC_NOT_FOUND`` otherwise.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, Optional
+
+from pymq.broker.topic_message_type import declared_message_type
 
 from .status import Code, RequestError
 
@@ -18,17 +20,20 @@ PERM_WRITE = 2
 
 class TopicView(NamedTuple):
     """Queue numbers and permission bits of a topic; ``exists`` is False for a topic that
-    a send would auto-create."""
+    a send would auto-create; ``message_type`` is the type it declares (5.x attribute
+    ``message.type``), None when none."""
 
     name: str
     read_queue_nums: int
     write_queue_nums: int
     perm: int
     exists: bool
+    message_type: Optional[str] = None
 
 
 def _from_config(name: str, cfg) -> TopicView:
-    return TopicView(name, int(cfg.read_queue_nums), int(cfg.write_queue_nums), int(cfg.perm), True)
+    return TopicView(name, int(cfg.read_queue_nums), int(cfg.write_queue_nums), int(cfg.perm), True,
+                     declared_message_type(cfg))
 
 
 def find_topic(broker, topic: str) -> TopicView:

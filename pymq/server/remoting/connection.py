@@ -64,6 +64,9 @@ class RemotingConnection(asyncio.BufferedProtocol):
         self.last_active = time.monotonic()      # the last read or write
         self.frame_started: Optional[float] = None   # when the frame being read began; None: between frames
         self.write_backlog = 0           # bytes waiting to be written at the last deadline sweep
+        #: responses made while one read's frames are served, written together after it
+        #: (None outside a read): pipelined requests get their answers in one write
+        self._corked: Optional[list] = None
 
     # -- transport events ----------------------------------------------------------------
 
@@ -131,7 +134,17 @@ class RemotingConnection(asyncio.BufferedProtocol):
 
     def buffer_updated(self, nbytes: int) -> None:
         self.last_active = time.monotonic()
-        self.reader.filled(nbytes)
+        self._corked = []
+        try:
+            self.reader.filled(nbytes)
+        finally:
+            self._uncork()
+
+    def _uncork(self) -> None:
+        """Write the responses the frames of a read produced, in one call."""
+        parts, self._corked = self._corked, None
+        if parts and not self.closed and self.transport is not None and not self.transport.is_closing():
+            self.transport.writelines(parts)
 
     def frame_begun(self, new: bool) -> None:
         """Part of a frame waits in the buffer; ``new``: it began in this read."""
@@ -292,6 +305,14 @@ class RemotingConnection(asyncio.BufferedProtocol):
         self.last_active = time.monotonic()
         head = encode_head(cmd)
         body = cmd.body
+        corked = self._corked
+        if corked is not None:
+            corked.append(head)
+            if isinstance(body, list):
+                corked.extend(body)
+            elif body:
+                corked.append(body)
+            return True
         if isinstance(body, list):
             self.transport.writelines([head, *body])
         elif not body:
@@ -316,12 +337,16 @@ class RemotingConnection(asyncio.BufferedProtocol):
 
     def close(self) -> None:
         if self.transport is not None and not self.closed:
+            if self._corked:                 # answers made before the close are still written
+                self.transport.writelines(self._corked)
+            self._corked = None
             self.closed = True
             self.transport.close()
 
     def abort(self) -> None:
         """Close at once, dropping what waits to be written (a peer that does not read)."""
         if self.transport is not None and not self.closed:
+            self._corked = None
             self.closed = True
             self.transport.abort()
 

@@ -11,19 +11,23 @@ broker (``broker_name``, id 0 = master, at the advertised address)::
                       "brokerAddrs": {"0": "127.0.0.1:10911"}}],
      "filterServerTable": {}}
 
-A topic the broker does not know yet is described with the default queue number while
-auto-creation is on (its first send creates it), so a 4.x client can route its first send
-and a consumer can subscribe before the producer starts; with auto-creation off, or for a
-name RocketMQ would refuse, the answer is ``TOPIC_NOT_EXIST``.
+Like RocketMQ's name server, it describes only topics that exist: for any other name the
+answer is ``TOPIC_NOT_EXIST`` (17, "No topic route info in name server for the topic"),
+and a route lookup never creates anything. A 4.x producer then sends a new topic's first
+message along the route of ``TBW102`` (which the broker keeps while auto-creation is on),
+and that send creates the topic; a consumer's retry topic ``%RETRY%group`` comes with the
+group's first heartbeat.
 """
 
 from __future__ import annotations
 
-from pymq.broker.topic_config import PERM_READ, PERM_WRITE, RETRY_GROUP_TOPIC_PREFIX
-from pymq.broker.validators import group_problem
-
 from .codes import RequestCode, ResponseCode
 from .headers import json_bytes, require
+
+
+#: what RocketMQ's name server appends to that answer (``FAQUrl.suggestTodo``); the Java
+#: client then adds no FAQ line of its own
+_APPLY_TOPIC = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 
 
 class NameServerProcessor:
@@ -52,17 +56,10 @@ class NameServerProcessor:
 
     def get_route_info_by_topic(self, conn, cmd):
         topic = require(cmd.ext_fields, "topic")
-        tc = self.broker.topic_config_manager.select_or_default_topic_config(topic)
-        name = topic[len(RETRY_GROUP_TOPIC_PREFIX):]
-        if tc is None and topic.startswith(RETRY_GROUP_TOPIC_PREFIX) and group_problem(name) is None:
-            # a consumer asks for its retry topic before its first heartbeat created it
-            group = self.broker.subscription_group_manager.find_subscription_group_config(name)
-            if group is not None:
-                tc = self.broker.topic_config_manager.create_topic_of_group(topic, group.retry_queue_nums,
-                                                                            PERM_READ | PERM_WRITE)
+        tc = self.broker.topic_config_manager.select_topic_config(topic)
         if tc is None:
             return cmd.response(ResponseCode.TOPIC_NOT_EXIST,
-                                f"No topic route info in name server for the topic: {topic}")
+                                f"No topic route info in name server for the topic: {topic}{_APPLY_TOPIC}")
         bc = self.broker.broker_config
         route = {"orderTopicConf": None,
                  "queueDatas": [{"brokerName": bc.broker_name, "readQueueNums": tc.read_queue_nums,

@@ -73,7 +73,7 @@ class PullMessageProcessor:
     def pull_message(self, conn, cmd):
         req = PullRequest(cmd)
         b = self.broker
-        tc = b.topic_config_manager.select_or_default_topic_config(req.topic)
+        tc = b.topic_config_manager.select_topic_config(req.topic)
         if tc is None:
             raise RequestError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{req.topic}] not exist, apply first please!")
         if not tc.readable:

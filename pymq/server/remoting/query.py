@@ -3,7 +3,9 @@
 Both answer with whole records as they lie in the commit log, concatenated (the body clients
 decode with their message decoder). A key query (fields ``topic``, ``key``, ``maxNum``,
 ``beginTimestamp``, ``endTimestamp``) goes to the store's index, which returns only messages
-whose KEYS or UNIQ_KEY really equal the key; a unique-key query (ext field
+whose KEYS or UNIQ_KEY really equal the key (the newest ``maxNum``); they are answered in
+commit-log order, oldest first, as RocketMQ's store sorts its hits (so ``mqadmin
+queryMsgByKey`` lists them in the order they were stored); a unique-key query (ext field
 ``_UNIQUE_KEY_QUERY`` = true) uses the broker's ``defaultQueryMaxNum`` (32) as RocketMQ
 does. Nothing found is ``QUERY_NOT_FOUND``; an offset where no record starts is
 ``SYSTEM_ERROR``, as in RocketMQ.
@@ -34,6 +36,7 @@ class QueryMessageProcessor:
             max_num = self.server.config.default_query_max_num
         begin, end = opt_int(ext, "beginTimestamp", 0), opt_int(ext, "endTimestamp", 0)
         found = self.broker.query_message(topic, key, max_num, begin, end if end > 0 else None)
+        found.sort(key=lambda m: m.commitlog_offset)
         records = [r for r in (self.broker.select_one_message_by_offset(m.commitlog_offset) for m in found) if r]
         if not records:
             return cmd.response(ResponseCode.QUERY_NOT_FOUND, "can not find message, maybe time range not correct")

@@ -4,9 +4,15 @@ A send's fields (``producerGroup``, ``topic``, ``defaultTopic``, ``defaultTopicQ
 ``queueId``, ``sysFlag``, ``bornTimestamp``, ``flag``, ``properties``, ``reconsumeTimes``,
 ``unitMode``, ``maxReconsumeTimes``; V2 names them ``a`` .. ``n``) and its body become one
 record, stored as the client sent it: the body verbatim (compressed when ``sysFlag`` says
-so), the properties string as given, the born time and the connection's address as the born
-host. As RocketMQ's ``SendMessageProcessor`` does:
+so), the born time and the connection's address as the born host. As RocketMQ 4.9.7's
+``SendMessageProcessor`` does:
 
+* the properties are the client's with ``CLUSTER`` (the broker's cluster name) added; a
+  single message that is neither delayed nor a half is stored without ``WAIT`` (the
+  client's wait-for-store flag; a delayed put and a half keep it, as the broker's
+  re-encoding of their properties does); each message of a batch gets the batch's own
+  properties (``WAIT`` included) and ``CLUSTER`` after its own, as RocketMQ's batch
+  encoder appends them;
 * topics are checked, and created on their first send when auto-creation is on;
 * a queue id below 0 picks a queue; one beyond the topic's queues is refused;
 * a send to ``%RETRY%{group}`` whose ``reconsumeTimes`` reached the group's limit (or the
@@ -31,7 +37,7 @@ import struct
 from pymq._core.layout import TRANSACTION_PREPARED_TYPE, TRANSACTION_TYPE_MASK
 from pymq._core.message import Message, decode_properties
 from pymq.broker.retry import SendBackError
-from pymq.broker.topic_config import PERM_READ, PERM_WRITE, RETRY_GROUP_TOPIC_PREFIX, dlq_topic
+from pymq.broker.topic_config import DEFAULT_TOPIC, PERM_READ, PERM_WRITE, RETRY_GROUP_TOPIC_PREFIX, dlq_topic
 from pymq.broker.validators import is_system_topic, topic_problem
 from pymq.status import PutMessageStatus as P
 
@@ -54,6 +60,14 @@ _PUT_CODES = {
 
 
 _DELAY_PROPERTIES = ("DELAY", START_DELIVER_TIME, "TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS")
+PROPERTY_CLUSTER = "CLUSTER"                    # MessageConst.PROPERTY_CLUSTER
+PROPERTY_WAIT = "WAIT"                          # MessageConst.PROPERTY_WAIT_STORE_MSG_OK
+
+
+def _delayed(props: dict) -> bool:
+    """The message has a delay level (``DELAY`` > 0, what ``getDelayTimeLevel`` reads)."""
+    level = props.get("DELAY")
+    return bool(level) and level.isdigit() and int(level) > 0
 
 
 def message_type(props: dict, sys_flag: int) -> str:
@@ -108,8 +122,10 @@ class SendMessageProcessor:
 
     # -- checks ---------------------------------------------------------------------------
 
-    def _topic_for_send(self, topic: str, queue_id: int):
-        """The topic's config (created on first send), the checks of ``msgCheck``."""
+    def _topic_for_send(self, topic: str, queue_id: int, client_queue_nums: int = 0):
+        """The topic's config (created on first send), the checks of ``msgCheck``. A new
+        topic gets the producer's ``defaultTopicQueueNums``, at most the queues of
+        ``TBW102`` (``createTopicInSendMessageMethod``)."""
         why = topic_problem(topic)
         if why is not None:
             raise RequestError(ResponseCode.SYSTEM_ERROR, why)
@@ -118,17 +134,19 @@ class SendMessageProcessor:
         tcm = self.broker.topic_config_manager
         tc = tcm.select_topic_config(topic)
         if tc is None:
-            # a new topic's queues, checked before it is created: a refused send leaves none
-            would = tcm.select_or_default_topic_config(topic)
-            if would is not None and queue_id >= max(would.write_queue_nums, would.read_queue_nums):
-                raise RequestError(ResponseCode.SYSTEM_ERROR,
-                                   f"request queueId[{queue_id}] is illegal, topic:[{topic}] "
-                                   f"writeQueueNums:[{would.write_queue_nums}]")
             if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
                 group = self._group(topic[len(RETRY_GROUP_TOPIC_PREFIX):])
                 tc = tcm.create_topic_of_group(topic, group.retry_queue_nums, PERM_READ | PERM_WRITE)
             else:
-                tc = tcm.create_topic_in_send_message_method(topic)
+                default = tcm.select_topic_config(DEFAULT_TOPIC)
+                n = self.broker.broker_config.default_topic_queue_nums
+                if client_queue_nums > 0 and default is not None:
+                    n = min(client_queue_nums, default.write_queue_nums)
+                # a new topic's queues, checked before it is created: a refused send leaves none
+                if queue_id >= n and tcm.why_not_created(topic) is None:
+                    raise RequestError(ResponseCode.SYSTEM_ERROR,
+                                       f"request queueId[{queue_id}] is illegal, topic:[{topic}] writeQueueNums:[{n}]")
+                tc = tcm.create_topic_in_send_message_method(topic, n)
         if tc is None:
             why = tcm.why_not_created(topic)
             raise RequestError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!"
@@ -156,16 +174,20 @@ class SendMessageProcessor:
         queue_id = req_int(h, "queueId")
         sys_flag = opt_int(h, "sysFlag")
         reconsume_times = opt_int(h, "reconsumeTimes")
-        tc = self._topic_for_send(topic, queue_id)
+        tc = self._topic_for_send(topic, queue_id, opt_int(h, "defaultTopicQueueNums"))
         if queue_id < 0:
             queue_id = random.randrange(max(tc.write_queue_nums, 1))
         props = decode_properties(opt_str(h, "properties"))
+        props[PROPERTY_CLUSTER] = self.broker.broker_config.cluster_name
+        prepared = sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_PREPARED_TYPE
+        if not prepared and not _delayed(props):
+            props.pop(PROPERTY_WAIT, None)
         if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             group = self._group(topic[len(RETRY_GROUP_TOPIC_PREFIX):])
             limit = opt_int(h, "maxReconsumeTimes", group.retry_max_times)
             if reconsume_times >= limit:
                 topic = dlq_topic(group.group_name)
-                self.broker.topic_config_manager.create_topic_of_group(topic, 1, PERM_WRITE)
+                self.broker.topic_config_manager.create_topic_of_group(topic, 1, PERM_READ | PERM_WRITE)
                 queue_id = 0
         deliver_at = props.get(START_DELIVER_TIME)
         if deliver_at and "TIMER_DELIVER_MS" not in props and deliver_at.isdigit():
@@ -176,7 +198,7 @@ class SendMessageProcessor:
                           sys_flag=sys_flag, reconsume_times=max(reconsume_times, 0))
         except (TypeError, ValueError) as e:
             raise RequestError(ResponseCode.MESSAGE_ILLEGAL, str(e)) from None
-        if sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_PREPARED_TYPE:
+        if prepared:
             put = self.broker.put_half_message
             args = (msg, opt_str(h, "producerGroup") or "DEFAULT_PRODUCER")
         else:
@@ -188,7 +210,7 @@ class SendMessageProcessor:
         return self._put_async(cmd, put, args, queue_id, kind)
 
     async def _put_async(self, cmd, put, args, queue_id: int, kind: tuple):
-        return self._answer(cmd, await self.server.call(put, *args), queue_id, kind)
+        return self._answer(cmd, await self.server.send_queue.put(put, *args), queue_id, kind)
 
     def _answer(self, cmd, r, queue_id: int, kind: tuple):
         """The response to a put; ``kind`` is (topic, message type) for the metrics."""
@@ -211,14 +233,17 @@ class SendMessageProcessor:
         if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             raise RequestError(ResponseCode.MESSAGE_ILLEGAL, "batch message does not support retry group")
         queue_id = req_int(h, "queueId")
-        tc = self._topic_for_send(topic, queue_id)
+        tc = self._topic_for_send(topic, queue_id, opt_int(h, "defaultTopicQueueNums"))
         if queue_id < 0:
             queue_id = random.randrange(max(tc.write_queue_nums, 1))
         born, flag_sys, host = opt_int(h, "bornTimestamp"), opt_int(h, "sysFlag"), conn.peer
+        batch_props = decode_properties(opt_str(h, "properties"))
+        batch_props[PROPERTY_CLUSTER] = self.broker.broker_config.cluster_name
         msgs = []
         for flag, data, props in decode_batch(bytes(cmd.body), topic):
             if props.get("DELAY") or props.get(START_DELIVER_TIME):
                 raise RequestError(ResponseCode.MESSAGE_ILLEGAL, "batch message does not support delay")
+            props.update(batch_props)
             msgs.append(Message(topic, data, properties=props, queue_id=queue_id, flag=flag, born_timestamp=born,
                                 born_host=host, sys_flag=flag_sys & ~TRANSACTION_TYPE_MASK))
         kind = (topic, NORMAL)

@@ -40,6 +40,7 @@ from .pull_hold import PullRequestHoldService
 from .query import QueryMessageProcessor
 from .runtime_info import RuntimeInfo
 from .send import SendMessageProcessor
+from .send_queue import SendQueue
 from .transaction import EndTransactionProcessor
 
 log = logging.getLogger("pymq.server.remoting")
@@ -72,6 +73,9 @@ class RemotingConfig:
     max_connection_bytes: int = MAX_CONNECTION_BYTES            # the same, one connection
     max_header_bytes: int = MAX_HEADER_BYTES                    # a frame's header
     max_header_fields: int = MAX_HEADER_FIELDS                  # a header's ext fields
+    # the send queue of SYNC_FLUSH (:mod:`.send_queue`): RocketMQ's names and defaults
+    send_thread_pool_queue_capacity: int = 10_000   # sendThreadPoolQueueCapacity; 0: unbounded
+    wait_time_ms_in_send_queue: int = 200           # waitTimeMillsInSendQueue; 0: no limit
 
     def __post_init__(self) -> None:
         for name in ("namesrv_port", "broker_port"):
@@ -84,6 +88,8 @@ class RemotingConfig:
                      "max_header_bytes", "max_header_fields"):
             if getattr(self, name) < 1:
                 raise PymqError(f"{name} must be >= 1")
+        if self.send_thread_pool_queue_capacity < 0 or self.wait_time_ms_in_send_queue < 0:
+            raise PymqError("send_thread_pool_queue_capacity and wait_time_ms_in_send_queue must be >= 0")
         if bool(self.access_key) != bool(self.secret_key):
             raise PymqError("access_key and secret_key go together")
         if bool(self.tls_cert) != bool(self.tls_key):
@@ -130,6 +136,7 @@ class RemotingServer:
         self.stopping = False
         self.ports: dict[str, int] = {}
         self._inline = not broker.config.sync_flush
+        self.send_queue = SendQueue(self, cfg.send_thread_pool_queue_capacity, cfg.wait_time_ms_in_send_queue)
         self._servers: list[asyncio.AbstractServer] = []
         self._tasks: list[asyncio.Task] = []
         self.error_log = RequestErrorLog(log)

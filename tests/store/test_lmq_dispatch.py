@@ -1,0 +1,65 @@
+"""LMQ multi-dispatch (RocketMQ's ``INNER_MULTI_DISPATCH``): a record is filed in each LMQ
+it names, at the offset ``INNER_MULTI_QUEUE_OFFSET`` gives, besides its own queue; reads
+of an LMQ report the message's place there; the queues survive a reopen."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pymq
+
+
+def _config():
+    return pymq.StoreConfig(commitlog_file_size=256 * 1024, consume_queue_entries=1024, index_hash_slots=64,
+                            index_max_entries=256, warm_mapped_file_enable=False)
+
+
+def _put(store, body, names, offsets, queue_id=0):
+    m = pymq.Message("Parent", body, properties={"INNER_MULTI_DISPATCH": names,
+                                                 "INNER_MULTI_QUEUE_OFFSET": offsets})
+    m.queue_id = queue_id
+    assert store.put_message(m).status is pymq.PutMessageStatus.PUT_OK
+
+
+def _dispatched(store):
+    deadline = time.monotonic() + 10
+    while store.dispatch_behind_bytes() and time.monotonic() < deadline:
+        time.sleep(0.002)
+
+
+def test_records_are_filed_in_each_lmq_they_name(tmp_path):
+    path = tmp_path / "s"
+    with pymq.MessageStore(path, _config()) as s:
+        _put(s, b"a0", "%LMQ%a", "0", queue_id=2)
+        _put(s, b"a1b0", "%LMQ%a,%LMQ%b", "1,0", queue_id=1)
+        _put(s, b"bad", "%LMQ%a,%LMQ%b", "2", queue_id=1)      # lists of different lengths: no LMQ entry
+        _dispatched(s)
+        a = s.get_message("g", "%LMQ%a", 0, 0, 10)
+        assert [(m.body, m.topic, m.queue_id, m.queue_offset) for m in a.messages] == [
+            (b"a0", "Parent", 0, 0), (b"a1b0", "Parent", 0, 1)]
+        assert [m.body for m in s.get_message("g", "%LMQ%b", 0, 0, 10).messages] == [b"a1b0"]
+        parent = s.get_message("g", "Parent", 1, 0, 10)
+        assert [(m.body, m.queue_id, m.queue_offset) for m in parent.messages] == [(b"a1b0", 1, 0), (b"bad", 1, 1)]
+    # RocketMQ's layout: consumequeue/%LMQ%a/0, 20-byte entries
+    assert os.path.getsize(next((tmp_path / "s" / "consumequeue" / "%LMQ%a" / "0").iterdir())) > 0
+    with pymq.MessageStore(path, _config()) as s:
+        assert s.get_max_offset_in_queue("%LMQ%a", 0) == 2
+        assert s.get_max_offset_in_queue("%LMQ%b", 0) == 1
+        assert [m.queue_offset for m in s.get_message("g", "%LMQ%a", 0, 1, 10).messages] == [1]
+
+
+def test_a_replay_files_lmq_entries_again_at_their_offsets(tmp_path):
+    """The consume queues are rebuilt from the log (queues removed): the LMQ entries come
+    back at the offsets the records carry."""
+    path = tmp_path / "s"
+    with pymq.MessageStore(path, _config()) as s:
+        for i in range(5):
+            _put(s, str(i).encode(), "%LMQ%x", str(i), queue_id=i % 2)
+    for root, dirs, files in os.walk(path / "consumequeue"):
+        for f in files:
+            os.remove(os.path.join(root, f))
+    with pymq.MessageStore(path, _config()) as s:
+        _dispatched(s)
+        r = s.get_message("g", "%LMQ%x", 0, 0, 10)
+        assert [(int(m.body), m.queue_offset) for m in r.messages] == [(i, i) for i in range(5)]
