@@ -47,6 +47,7 @@ cdef class IndexQuerier:
     cdef object service
     cdef public list files
     cdef object commit_log_queue
+    cdef list cl_cache                  # its mapped_files as last read (see query_message)
     cdef long long cl_file_size
     cdef int max_batch
     cdef public bint closed
@@ -88,6 +89,7 @@ cdef class IndexQuerier:
         cdef int64_t first_phy
         cdef int32_t first_prev
         cdef RecentKeys recent = self.recent
+        cdef bint fresh
         cdef bytes page
         cdef char *dst
         cdef MessageExt m
@@ -108,7 +110,8 @@ cdef class IndexQuerier:
         if recent is not None:
             recent.prefetch(h)
         files = self.files
-        cl_files = self.commit_log_queue.mapped_files
+        cl_files = self.cl_cache
+        fresh = False
         for i in range(len(files) - 1, -1, -1):
             if n >= max_num:
                 break
@@ -126,9 +129,18 @@ cdef class IndexQuerier:
                     recent.catch_up(f)
                     known = recent.find(h, &first_phy, &first_prev)
                 if known > 0:
+                    # the commit log's list of segments as a query last read it will do when it
+                    # holds the newest entry's segment: every older live one is in it too
+                    seg = segment_for(cl_files, first_phy, self.cl_file_size) if cl_files is not None else None
+                    if seg is None or seg.base == NULL:
+                        cl_files = self.cl_cache = self.commit_log_queue.mapped_files
+                        fresh = True
                     n = f._walk_from(h, first_phy, first_prev, max_num, begin, e, found, lays, sizes, n, cl_files,
                                      self.cl_file_size, t, tl, k, kl)
                 elif known < 0:
+                    if not fresh:
+                        cl_files = self.cl_cache = self.commit_log_queue.mapped_files
+                        fresh = True
                     n = f._walk(h, max_num, begin, e, found, lays, sizes, n, True, cl_files, self.cl_file_size,
                                 t, tl, k, kl)
             if fb < begin:

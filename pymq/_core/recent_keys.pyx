@@ -6,12 +6,14 @@ entry the slot points to, and the record. Each is a cache and TLB miss on a larg
 mapping (about 150-250 ns on the project's VMs). The table keeps, for each key hash of
 the newest index file, where its newest entry points (record offset and chain link), in
 buckets of four 16-byte ways, one cache line each, in an anonymous mapping asked for
-huge pages: a lookup reads one line of the table and then the record.
+huge pages. A hash has two buckets (two choices: the table fills to about 90 % before
+keys get pushed out); a lookup loads both lines at once, then reads the record.
 
 It is filled lazily, by the querier, from the index file's own entries: each query first
 takes in the entries published since the last one (``catch_up``, reading them in order),
 so it holds exactly what the file holds and costs nothing when nobody queries. A full
-bucket pushes out its oldest way (the smallest record offset) and remembers that it did.
+pair of buckets pushes out its oldest way (the smallest record offset), and the bucket
+remembers that it did.
 
 What a hit stands for, in a file the index service checked (``IndexFile.first_problem``,
 so every entry is reachable from its slot by chains that only go to older entries): the
@@ -19,8 +21,9 @@ walk from the key's slot passes only entries of other keys until it reaches the 
 entry of this key hash, so starting there gives the walk's result, as long as no lower
 time bound can stop the walk before it (the querier uses the table only when the query
 begins at or before the file's first store time). A key hash the table does not hold is
-absent from the file when the table took in every entry since the file's first and its
-bucket never pushed a way out; otherwise the querier walks the file from the slot.
+absent from the file when the table took in every entry since the file's first and
+neither of its buckets ever pushed a way out; otherwise the querier walks the file from
+the slot.
 
 The table is reset when the newest file changes (a roll, a rebuild, a truncation) or
 its count goes back, and when more entries arrived since the last query than it has
@@ -59,9 +62,14 @@ cdef enum:
 
 
 cdef inline size_t _bucket(int32_t key_hash, size_t mask) noexcept nogil:
-    """The bucket of a hash: bits of its product with the golden ratio (Java's string
-    hashes of similar keys differ in their low bits only)."""
+    """The first bucket of a hash: bits of its product with the golden ratio (Java's
+    string hashes of similar keys differ in their low bits only)."""
     return <size_t>((<uint64_t><uint32_t>key_hash * 0x9E3779B97F4A7C15ULL) >> 32) & mask
+
+
+cdef inline size_t _bucket2(int32_t key_hash, size_t mask) noexcept nogil:
+    """Its second bucket: other bits of another product."""
+    return <size_t>((<uint64_t><uint32_t>key_hash * 0xC2B2AE3D27D4EB4FULL) >> 29) & mask
 
 
 cdef class RecentKeys:
@@ -123,25 +131,35 @@ cdef class RecentKeys:
             memset(self.evicted, 0, self.nbuckets)
 
     cdef void _insert(self, int32_t key_hash, int64_t phy, int32_t prev) noexcept nogil:
-        cdef size_t b = _bucket(key_hash, self.mask)
-        cdef RecentWay *w = self.ways + b * WAYS
-        cdef int i, empty = -1, oldest = 0
-        for i in range(WAYS):
-            if w[i].phy1 == 0:
-                if empty < 0:
-                    empty = i
-            elif w[i].key_hash == key_hash:
-                w[i].phy1 = phy + 1
-                w[i].prev = prev
-                return
-            elif w[i].phy1 < w[oldest].phy1 or w[oldest].phy1 == 0:
-                oldest = i
-        if empty < 0:
+        """Put the hash's newest entry in one of its two buckets: where it is already,
+        else an empty way (the first bucket first), else in place of the oldest way of
+        the two (that bucket then remembers it pushed a key out)."""
+        cdef size_t b1 = _bucket(key_hash, self.mask), b2 = _bucket2(key_hash, self.mask)
+        cdef RecentWay *w
+        cdef RecentWay *empty = NULL
+        cdef RecentWay *oldest = NULL
+        cdef size_t oldest_bucket = b1, b
+        cdef int i, k
+        for k in range(2):
+            b = b1 if k == 0 else b2
+            w = self.ways + b * WAYS
+            for i in range(WAYS):
+                if w[i].phy1 == 0:
+                    if empty == NULL:
+                        empty = &w[i]
+                elif w[i].key_hash == key_hash:
+                    w[i].phy1 = phy + 1
+                    w[i].prev = prev
+                    return
+                elif oldest == NULL or w[i].phy1 < oldest.phy1:
+                    oldest = &w[i]
+                    oldest_bucket = b
+        if empty == NULL:
             empty = oldest
-            self.evicted[b] = 1
-        w[empty].phy1 = phy + 1
-        w[empty].key_hash = key_hash
-        w[empty].prev = prev
+            self.evicted[oldest_bucket] = 1
+        empty.phy1 = phy + 1
+        empty.key_hash = key_hash
+        empty.prev = prev
 
     cdef int catch_up(self, IndexFile f) except -1:
         """Take in the entries ``f`` published since the last call (``f`` is the newest
@@ -198,8 +216,9 @@ cdef class RecentKeys:
         cdef int64_t phy
         for i in range(start, stop):
             if i + AHEAD < stop:
-                pymq_prefetch(self.ways + _bucket(pymq_get_i32(entries + <Py_ssize_t>(i + AHEAD) * ENTRY_SIZE),
-                                                  self.mask) * WAYS)
+                h = pymq_get_i32(entries + <Py_ssize_t>(i + AHEAD) * ENTRY_SIZE)
+                pymq_prefetch(self.ways + _bucket(h, self.mask) * WAYS)
+                pymq_prefetch(self.ways + _bucket2(h, self.mask) * WAYS)
             e = entries + <Py_ssize_t>i * ENTRY_SIZE
             h = pymq_get_i32(e)
             phy = pymq_get_i64(e + 4)
@@ -212,26 +231,31 @@ cdef class RecentKeys:
     cdef int find(self, int32_t key_hash, int64_t *phy, int32_t *prev) noexcept:
         """1: the newest entry of ``key_hash`` points at ``phy[0]``, chained to
         ``prev[0]``; 0: the file has no entry of it; -1: unknown (walk the file)."""
-        cdef size_t b
+        cdef size_t b1, b2, b
         cdef RecentWay *w
-        cdef int i
+        cdef int i, k
         if not self.usable or self.ways == NULL or self.filling:
             return -1
-        b = _bucket(key_hash, self.mask)
-        w = self.ways + b * WAYS
-        for i in range(WAYS):
-            if w[i].phy1 != 0 and w[i].key_hash == key_hash:
-                phy[0] = w[i].phy1 - 1
-                prev[0] = w[i].prev
-                return 1
-        if self.lo == 1 and not self.evicted[b]:
+        b1 = _bucket(key_hash, self.mask)
+        b2 = _bucket2(key_hash, self.mask)
+        for k in range(2):
+            b = b1 if k == 0 else b2
+            w = self.ways + b * WAYS
+            for i in range(WAYS):
+                if w[i].phy1 != 0 and w[i].key_hash == key_hash:
+                    phy[0] = w[i].phy1 - 1
+                    prev[0] = w[i].prev
+                    return 1
+        if self.lo == 1 and not self.evicted[b1] and not self.evicted[b2]:
             return 0
         return -1
 
     cdef void prefetch(self, int32_t key_hash) noexcept:
-        """Start loading the bucket of ``key_hash`` (a lookup reads it a little later)."""
+        """Start loading the two buckets of ``key_hash`` (a lookup reads them a little
+        later; the two loads overlap)."""
         if self.ways != NULL:
             pymq_prefetch(self.ways + _bucket(key_hash, self.mask) * WAYS)
+            pymq_prefetch(self.ways + _bucket2(key_hash, self.mask) * WAYS)
 
     def held(self) -> int:
         """How many ways hold a key hash (for tests and stats)."""
