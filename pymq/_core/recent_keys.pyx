@@ -6,7 +6,7 @@ entry the slot points to, and the record. Each is a cache and TLB miss on a larg
 mapping (about 150-250 ns on the project's VMs). The table keeps, for each key hash of
 the newest index file, where its newest entry points (record offset and chain link), in
 buckets of four 16-byte ways, one cache line each, in an anonymous mapping asked for
-huge pages. A hash has two buckets (two choices: the table fills to about 90 % before
+huge pages. A hash has two buckets (two choices: the table fills to about 96 % before
 keys get pushed out); a lookup loads both lines at once, then reads the record.
 
 It is filled lazily, by the querier, from the index file's own entries: each query first
