@@ -53,6 +53,7 @@ EXTENSIONS = [
     ext("index_file"),
     ext("index_builder"),
     ext("index_query"),
+    ext("recent_keys"),
     ext("columns"),
     ext("body_source"),
     ext("put_bodies"),

@@ -47,6 +47,11 @@ class StoreConfig:
     max_mapped_queue_files: int = 16_384
     index_hash_slots: int = 5_000_000             # maxHashSlotNum
     index_max_entries: int = 20_000_000           # maxIndexNum
+    # pymq's: key lookups keep the newest index file's key hashes in memory, this many at
+    # most (16 bytes each, mapped at the first lookup, filled by the lookups themselves
+    # from the file's entries), so a lookup of a recent key reads one cache line and the
+    # record instead of the slot, the entry and the record. 0: no table.
+    index_recent_keys: int = 1 << 20
     # The next commit-log segment is always created and allocated (posix_fallocate) in the
     # background. This also pre-faults its pages there (MADV_POPULATE_READ), as
     # warmMapedFileEnable does; off by default like RocketMQ's: on a 2-core machine under
@@ -140,6 +145,8 @@ class StoreConfig:
             raise PymqError("max_mapped_queue_files must be >= 0 (0: no cap)")
         if self.index_hash_slots < 1 or self.index_max_entries < 2:
             raise PymqError("index_hash_slots must be >= 1 and index_max_entries >= 2")
+        if self.index_recent_keys < 0 or self.index_recent_keys > 1 << 28:
+            raise PymqError("index_recent_keys must be in [0, 2**28] (0: no table)")
         if self.flush_disk_type not in (FlushDiskType.ASYNC_FLUSH.value, FlushDiskType.SYNC_FLUSH.value):
             raise PymqError(f"flush_disk_type must be ASYNC_FLUSH or SYNC_FLUSH, not {self.flush_disk_type!r}")
         if self.topic_validation not in ("strict", "utf8"):

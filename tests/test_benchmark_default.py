@@ -29,8 +29,10 @@ TINY = ["--messages", "2000", "--batch-messages", "2000", "--batch", "100", "--w
 
 
 def installed_headline():
-    """The headline comparisons whose peer can run here (sqlite3 always can)."""
-    return [h for h in HEADLINE if h.peer == "sqlite3" or importlib.util.find_spec(h.peer) is not None]
+    """The headline comparisons whose peer can run here (sqlite3 and pymq's own variants
+    always can)."""
+    return [h for h in HEADLINE if h.peer == "sqlite3" or h.peer.startswith("pymq-")
+            or importlib.util.find_spec(h.peer) is not None]
 
 
 @pytest.fixture(scope="module")

@@ -126,7 +126,7 @@ def _check_many_queues_rows(rows, queues):
 def test_bench_many_queues_rows_carry_figures(bench_run):
     _, stdout, report, _ = bench_run
     _check_many_queues_rows(report["rows"], 200)
-    assert all("figures" not in row for row in report["rows"] if row["workload"] != "many_queues")
+    assert all("figures" not in row for row in report["rows"] if row["workload"] not in ("many_queues", "dispatch_load"))
     lines = stdout.splitlines()
     caption = lines.index("many_queues: msgs/s the median, each other figure the best of 1 round(s)")
     assert lines[caption + 1].split()[:2] == ["figure", "pymq"]       # a column per implementation
@@ -166,3 +166,19 @@ def test_many_queues_helpers(tmp_path):
     with open(sparse, "rb") as f, mmap.mmap(f.fileno(), 4096, access=mmap.ACCESS_READ):
         assert mapped_regions(str(tmp_path)) == 1
     assert mapped_regions(str(tmp_path)) == 0
+
+
+def test_bench_dispatch_load_rows_say_where_the_writer_waited(bench_run):
+    """The three rows of ``dispatch_load`` (a backlog being filed, the dispatcher idle, the
+    dispatcher held) carry the writer's CPU, runnable and sleeping times per message and
+    what the dispatcher filed meanwhile: nothing while it was held."""
+    _, _stdout, report, _ = bench_run
+    rows = {row["implementation"]: row for row in report["rows"] if row["workload"] == "dispatch_load"}
+    assert set(rows) == {"pymq", "pymq-idle", "pymq-alone"}
+    for row in rows.values():
+        figures = row["figures"]
+        assert set(figures) == {"writer_cpu_ns", "writer_runnable_ns", "writer_sleeping_ns", "dispatched"}
+        assert figures["writer_cpu_ns"] > 0
+        assert figures["writer_sleeping_ns"] is None or figures["writer_sleeping_ns"] >= 0
+    assert rows["pymq-alone"]["figures"]["dispatched"] == 0
+    assert rows["pymq-idle"]["ratio"] is not None and rows["pymq-alone"]["ratio"] is not None

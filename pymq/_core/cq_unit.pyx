@@ -110,7 +110,8 @@ cdef class CqAppender:
                        int64_t store_timestamp) noexcept nogil:
         """``put_fast`` without the GIL (the dispatcher's common case): 1 when the entry is
         in the queue (written now, or already there), 0 when it needs ``put_fast`` (a new
-        or full file, a gap, a file the map cache evicted). The entry's bytes are published
+        or full file, a gap, a file the map cache evicted, a disk without room for the
+        next reserved chunk of a sparse file). The entry's bytes are published
         before the file's wrote position moves past them, so a reader never sees a
         half-written entry. Only the dispatcher appends; the file being appended to is never
         deleted under it (cleaning keeps a queue's last file, truncation and topic deletion
@@ -123,8 +124,13 @@ cdef class CqAppender:
         if self.cur is None or self.cur.base == NULL or not self.cur.writable:
             return 0
         wrote = self.cur.wrote
-        if wrote + CQ_STORE_UNIT_SIZE > self.cur.reserved or self.cur.file_from_offset + wrote != cq_offset * CQ_STORE_UNIT_SIZE:
+        if self.cur.file_from_offset + wrote != cq_offset * CQ_STORE_UNIT_SIZE:
             return 0
+        if wrote + CQ_STORE_UNIT_SIZE > self.cur.reserved:
+            # past the blocks a sparse file has reserved: the next chunk, still without
+            # the GIL (a full disk or a full file: put_fast decides, with it)
+            if wrote + CQ_STORE_UNIT_SIZE > self.cur.file_size or self.cur.reserve_nogil(wrote + CQ_STORE_UNIT_SIZE):
+                return 0
         p = self.cur.base + wrote
         pymq_put_i64(p, offset)
         pymq_put_i32(p + 8, size)

@@ -16,12 +16,12 @@ readable end, in chunks of records, each in two steps:
    ``%LMQ%...``, which lite topics are made of) also gets an entry in each of them, at the
    queue offset its ``INNER_MULTI_QUEUE_OFFSET`` property gives (an LMQ's queue id is 0).
 
-Both steps run without the GIL, chunk after chunk, for as long as nothing needs Python:
-the writer's thread keeps the interpreter while the dispatcher works beside it. Queues
-are found in a table of routes (topic bytes, queue id -> appender) kept by the router.
-Only a queue not in the table yet, a consume-queue or index file to roll, or a gap take
-the GIL, and only for the rest of the chunk at hand (``CqRouter.apply`` and
-``DispatchSink.accept``, the same steps with Python calls allowed).
+Both steps run without the GIL, chunk after chunk: the writer's thread keeps the
+interpreter while the dispatcher works beside it. Queues are found in a table of routes
+(topic bytes, queue id -> appender) kept by the router. Only a queue not in the table
+yet, a consume-queue or index file to roll, or a gap take the GIL, and only for that one
+request (``CqRouter.apply`` and ``DispatchSink.accept``, the same steps with Python calls
+allowed); the next chunk of a consume queue's sparse file is reserved without it.
 
 A segment ends at an end-of-file blank (the caller rolls to the next segment) or at the
 readable end. A record that fails validation stops the walk there and is reported; what to
@@ -52,6 +52,7 @@ cdef enum:
     MAX_DELAY_LEVELS = 64
     ROUTE_SLOTS = 512           # open addressing; cleared when half full
     MAX_ARRIVED = 256           # queues touched per GIL-free stretch before it stops
+    MAX_SLOW = 8                # requests of one chunk that take the GIL one by one
 
 
 cdef inline bint _name_is(const char *p, Py_ssize_t n, const char *name, Py_ssize_t m) noexcept nogil:
@@ -430,14 +431,20 @@ def dispatch_segment(MappedFile seg, Py_ssize_t pos, Py_ssize_t end, CqRouter ro
     dispatched, and why it stopped: ``"end"`` (nothing more readable), ``"blank"`` (the
     segment's end-of-file blank: continue in the next segment) or ``"corrupt"`` (the bytes
     at ``position`` are not a whole record).
+
+    The walk runs without the GIL from start to end. A request that needs Python (a new
+    queue, a file to roll) takes the GIL for that request alone and the walk goes on
+    without it; only a chunk with more than ``MAX_SLOW`` such requests is finished with
+    the GIL held (many new queues at once), so the writer is never kept waiting for a
+    chunk's worth of work.
     """
     cdef DispatchRequest *reqs = <DispatchRequest *>PyMem_Malloc(CHUNK * sizeof(DispatchRequest))
-    cdef Py_ssize_t n = 0, size = 1, count = 0, done_cq = 0, done_index = 0
+    cdef Py_ssize_t n = 0, size = 1, count = 0, done, slow
     cdef const char *base
     cdef int64_t file_from = seg.file_from_offset
     cdef str state = "end"
     cdef DispatchSink sink = router.index_builder
-    cdef bint has_sink = sink is not None, pending
+    cdef bint has_sink = sink is not None
     if reqs == NULL:
         raise MemoryError()
     if pos < 0 or end > seg.file_size or pos > end:
@@ -446,56 +453,65 @@ def dispatch_segment(MappedFile seg, Py_ssize_t pos, Py_ssize_t end, CqRouter ro
     seg.pin()
     try:
         base = seg.base
-        while pos < end and count < max_records:
-            pending = False
-            n = 0
-            if has_sink:
-                sink.fast_begin()
-            try:
-                router.writing = True
-                with nogil:
-                    while pos < end and count < max_records:
-                        n = 0
-                        while n < CHUNK and pos < end and count + n < max_records:
-                            size = parse_request(base + pos, end - pos, file_from + pos, &reqs[n],
-                                                 router.delay_ms, router.max_delay_level)
-                            if size <= 0:
-                                break
-                            pos += size
-                            n += 1
-                        if n == 0:
-                            break
-                        done_cq = router.apply_fast(base, file_from, reqs, n)
-                        done_index = 0
-                        if done_cq == n and has_sink:
-                            done_index = sink.accept_fast(base, file_from, reqs, n)
-                        if done_cq < n or (has_sink and done_index < n):
-                            pending = True
-                            break
-                        count += n
+        if has_sink:
+            sink.fast_begin()
+        router.writing = True
+        try:
+            with nogil:
+                while pos < end and count < max_records:
+                    n = 0
+                    while n < CHUNK and pos < end and count + n < max_records:
+                        size = parse_request(base + pos, end - pos, file_from + pos, &reqs[n],
+                                             router.delay_ms, router.max_delay_level)
                         if size <= 0:
                             break
-            finally:
-                router.writing = False
-                if has_sink:
-                    sink.fast_end()
-                router.fold_arrived()
-            if pending:
-                # the rest of this chunk needs Python: a new queue, a file to roll
-                if done_cq < n:
-                    router.apply(base, file_from, reqs + done_cq, n - done_cq)
-                    done_index = 0
-                if has_sink:
-                    sink.accept(base, file_from, reqs + done_index, n - done_index)
-                count += n
-            if size == 0:
-                state = "blank"
-                break
-            if size < 0 and pos < end:
-                state = "corrupt"
-                break
-            if n == 0:
-                break
+                        pos += size
+                        n += 1
+                    if n == 0:
+                        break
+                    # the consume queues, then the index, each in log order
+                    done = 0
+                    slow = 0
+                    while done < n:
+                        done += router.apply_fast(base, file_from, reqs + done, n - done)
+                        if done < n:
+                            with gil:
+                                router.fold_arrived()        # before apply() sets what is newer
+                                if slow < MAX_SLOW:
+                                    router.apply(base, file_from, reqs + done, 1)
+                                    done += 1
+                                else:
+                                    router.apply(base, file_from, reqs + done, n - done)
+                                    done = n
+                            slow += 1
+                    if has_sink:
+                        done = 0
+                        slow = 0
+                        while done < n:
+                            done += sink.accept_fast(base, file_from, reqs + done, n - done)
+                            if done < n:
+                                with gil:
+                                    sink.fast_end()          # accept() may roll: pin the new file
+                                    if slow < MAX_SLOW:
+                                        sink.accept(base, file_from, reqs + done, 1)
+                                        done += 1
+                                    else:
+                                        sink.accept(base, file_from, reqs + done, n - done)
+                                        done = n
+                                    sink.fast_begin()
+                                slow += 1
+                    count += n
+                    if size <= 0:
+                        break
+        finally:
+            router.writing = False
+            if has_sink:
+                sink.fast_end()
+            router.fold_arrived()
+        if size == 0:
+            state = "blank"
+        elif size < 0 and pos < end:
+            state = "corrupt"
     finally:
         seg.unpin()
         PyMem_Free(reqs)

@@ -89,3 +89,14 @@ cdef class IndexFile:
                           int64_t *out, RecordLayout *lays, Py_ssize_t *sizes, Py_ssize_t n, bint verify,
                           list files, long long file_size, const char *topic, Py_ssize_t topic_len,
                           const char *key, Py_ssize_t key_len) except -1
+    cdef Py_ssize_t _walk_from(self, int32_t key_hash, int64_t phy, int32_t prev, Py_ssize_t max_num,
+                               long long begin, long long end, int64_t *out, RecordLayout *lays,
+                               Py_ssize_t *sizes, Py_ssize_t n, list files, long long file_size,
+                               const char *topic, Py_ssize_t topic_len, const char *key,
+                               Py_ssize_t key_len) except -1
+    cdef int32_t _count(self, const char *base) noexcept
+    cdef Py_ssize_t _chain(self, const char *base, int32_t count, int32_t nxt, Py_ssize_t steps,
+                           int32_t key_hash, Py_ssize_t max_num, long long begin, long long end,
+                           int64_t *out, RecordLayout *lays, Py_ssize_t *sizes, Py_ssize_t n, bint verify,
+                           list files, long long file_size, const char *topic, Py_ssize_t topic_len,
+                           const char *key, Py_ssize_t key_len) except -1

@@ -88,6 +88,46 @@ cdef Py_ssize_t _record_has_key(const char *rec, Py_ssize_t avail, const char *t
     return 0
 
 
+cdef extern from *:
+    """
+    #define pymq_prefetch_read(p) __builtin_prefetch((p), 0, 3)
+    """
+    void pymq_prefetch_read(const void *p) nogil
+
+
+cdef inline void _prefetch_record(const char *rec, Py_ssize_t avail) noexcept nogil:
+    """Ask for the first lines of a record at once: read one after the other, each would
+    be a miss of its own (a key lookup's record is rarely in the cache)."""
+    cdef Py_ssize_t off = 64
+    while off < 320 and off < avail:
+        pymq_prefetch_read(rec + off)
+        off += 64
+
+
+cdef inline Py_ssize_t _take(int64_t phy, int64_t *out, RecordLayout *lays, Py_ssize_t *sizes, Py_ssize_t n,
+                              list files, long long file_size, const char *topic, Py_ssize_t topic_len,
+                              const char *key, Py_ssize_t key_len, long long begin, long long end) noexcept:
+    """Append ``phy`` to ``out[:n]`` (its layout and size to ``lays`` / ``sizes``) when
+    the log holds there a record of ``topic`` with ``key``, stored in [begin, end], not
+    taken already; returns the new count."""
+    cdef MappedFile seg = segment_for(files, phy, file_size)
+    cdef Py_ssize_t rel, size, j
+    if seg is None or seg.base == NULL or phy - seg.file_from_offset >= seg.wrote:
+        return n
+    rel = <Py_ssize_t>(phy - seg.file_from_offset)
+    _prefetch_record(seg.base + rel, seg.wrote - rel)
+    size = _record_has_key(seg.base + rel, seg.wrote - rel, topic, topic_len, key, key_len, begin, end, &lays[n])
+    # the acceptance rule: a record starts where its PHYSICALOFFSET says
+    if size <= 0 or pymq_get_i64(seg.base + rel + 28) != phy:
+        return n
+    for j in range(n):
+        if out[j] == phy:
+            return n
+    sizes[n] = size
+    out[n] = phy
+    return n + 1
+
+
 cdef object _store_time_at(list files, long long file_size, int64_t phy):
     """The store time of the record at ``phy`` when the log holds a whole one there."""
     cdef MappedFile seg = segment_for(files, phy, file_size)
@@ -244,22 +284,51 @@ cdef class IndexFile:
         (``max_num`` at most in all); returns the new count. A verified walk also keeps
         each match's record layout and size in ``lays`` / ``sizes``."""
         cdef char *base = self._base()
-        cdef int32_t count, slot_value, nxt, prev, diff, h
-        cdef int64_t phy, time_read, begin_ts = pymq_get_i64(base)
-        cdef Py_ssize_t pos, steps = 0, j, rel, size
-        cdef MappedFile seg
-        cdef bint matched
-        # entry numbers are 1 .. indexCount-1 (RocketMQ also accepts a link equal to
-        # indexCount); never beyond the file, whatever a damaged header says
-        count = pymq_get_i32(base + 36)
+        cdef int32_t count = self._count(base), slot_value
+        slot_value = pymq_get_i32(base + HEADER_SIZE + <Py_ssize_t>(key_hash % self.hash_slot_num) * SLOT_SIZE)
+        if slot_value <= 0 or slot_value > count or count <= 1:
+            return n
+        return self._chain(base, count, slot_value, 0, key_hash, max_num, begin, end, out, lays, sizes, n, verify,
+                           files, file_size, topic, topic_len, key, key_len)
+
+    cdef Py_ssize_t _walk_from(self, int32_t key_hash, int64_t phy, int32_t prev, Py_ssize_t max_num,
+                               long long begin, long long end, int64_t *out, RecordLayout *lays,
+                               Py_ssize_t *sizes, Py_ssize_t n, list files, long long file_size,
+                               const char *topic, Py_ssize_t topic_len, const char *key,
+                               Py_ssize_t key_len) except -1:
+        """The verified walk from the newest entry of ``key_hash`` (record ``phy``, chain
+        link ``prev``: what ``RecentKeys`` holds) instead of from its slot: the same
+        result in a file whose chains are whole, when ``begin`` is not after the file's
+        begin time (no time stop before that entry)."""
+        cdef char *base = self._base()
+        cdef int32_t count = self._count(base)
+        if n >= max_num or count <= 1:
+            return n
+        n = _take(phy, out, lays, sizes, n, files, file_size, topic, topic_len, key, key_len, begin, end)
+        if prev <= 0 or prev > count:
+            return n
+        return self._chain(base, count, prev, 1, key_hash, max_num, begin, end, out, lays, sizes, n, True,
+                           files, file_size, topic, topic_len, key, key_len)
+
+    cdef int32_t _count(self, const char *base) noexcept:
+        """Entry numbers are 1 .. count-1 (RocketMQ also accepts a link equal to
+        indexCount); never beyond the file, whatever a damaged header says."""
+        cdef int32_t count = pymq_get_i32(base + 36)
         if count <= 0:
             count = 1                       # a fresh file (see index_count)
         if count > self.index_num - 1:
             count = self.index_num - 1
-        slot_value = pymq_get_i32(base + HEADER_SIZE + <Py_ssize_t>(key_hash % self.hash_slot_num) * SLOT_SIZE)
-        if slot_value <= 0 or slot_value > count or count <= 1:
-            return n
-        nxt = slot_value
+        return count
+
+    cdef Py_ssize_t _chain(self, const char *base, int32_t count, int32_t nxt, Py_ssize_t steps,
+                           int32_t key_hash, Py_ssize_t max_num, long long begin, long long end,
+                           int64_t *out, RecordLayout *lays, Py_ssize_t *sizes, Py_ssize_t n, bint verify,
+                           list files, long long file_size, const char *topic, Py_ssize_t topic_len,
+                           const char *key, Py_ssize_t key_len) except -1:
+        """The walk from entry ``nxt`` on, ``steps`` taken already."""
+        cdef int32_t prev, diff, h
+        cdef int64_t phy, time_read, begin_ts = pymq_get_i64(base)
+        cdef Py_ssize_t pos
         while n < max_num and steps < count:
             steps += 1
             pos = self.entries_pos + <Py_ssize_t>nxt * ENTRY_SIZE
@@ -272,23 +341,12 @@ cdef class IndexFile:
             time_read = begin_ts + <int64_t>diff * 1000
             if h == key_hash:
                 if not verify:
-                    matched = begin <= time_read <= end
+                    if begin <= time_read <= end:
+                        out[n] = phy
+                        n += 1
                 else:
-                    matched = False
-                    seg = segment_for(files, phy, file_size)
-                    if seg is not None and seg.base != NULL and phy - seg.file_from_offset < seg.wrote:
-                        rel = <Py_ssize_t>(phy - seg.file_from_offset)
-                        size = _record_has_key(seg.base + rel, seg.wrote - rel, topic, topic_len,
-                                               key, key_len, begin, end, &lays[n])
-                        # the acceptance rule: a record starts where its PHYSICALOFFSET says
-                        matched = size > 0 and pymq_get_i64(seg.base + rel + 28) == phy
-                        sizes[n] = size
-                        for j in range(n):
-                            if out[j] == phy:
-                                matched = False
-                if matched:
-                    out[n] = phy
-                    n += 1
+                    n = _take(phy, out, lays, sizes, n, files, file_size, topic, topic_len, key, key_len,
+                              begin, end)
             if prev <= 0 or prev > count or prev == nxt:
                 break
             # the entry's real time is in [time_read, time_read + 1000): RocketMQ stops at

@@ -3,7 +3,10 @@
 
 Hash the key, walk the files newest to oldest (``IndexFile._walk``, which verifies each
 candidate against its record), copy the matched records once, then make the messages over
-the copy: one compiled call, no Python object before the result.
+the copy: one compiled call, no Python object before the result. In the newest file the
+walk starts from the key's newest entry as the in-memory table of recent keys holds it
+(``recent_keys``), which saves the reads of the slot and the entry; a key the table knows
+to be absent skips the file.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
@@ -16,6 +19,7 @@ from pymq._core.hton cimport pymq_get_i32, pymq_get_i64
 from pymq._core.index_file cimport IndexFile, index_hash
 from pymq._core.mapped_file cimport MappedFile, segment_for
 from pymq._core.message cimport MessageExt
+from pymq._core.recent_keys cimport RecentKeys
 from pymq._core.record cimport RecordLayout, ext_from_page, record_crc_ok
 
 cdef extern from "Python.h":
@@ -34,17 +38,26 @@ cdef class IndexQuerier:
     ``files`` is the index service's list of files, which the service replaces (never
     changes in place) whenever files roll or go; the commit log's ``mapped_files`` is
     read on each call.
+
+    ``recent`` is the table of the newest file's key hashes (``RecentKeys``, filled by
+    the queries themselves; ``recent_keys`` ways, 0: none): a query that does not begin
+    after the newest file's first store time starts its walk there from the key's newest
+    entry (or skips the file when the table knows the key is absent).
     """
     cdef object service
     cdef public list files
     cdef object commit_log_queue
+    cdef list cl_cache                  # its mapped_files as last read (see query_message)
     cdef long long cl_file_size
     cdef int max_batch
     cdef public bint closed
     cdef public bint check_crc          # a hit whose body fails its CRC is reported, not returned
     cdef public object damage           # the DamageLedger told about it
+    cdef readonly RecentKeys recent     # None: every query walks from the slot
 
-    def __init__(self, service, commit_log_queue, long long commitlog_file_size, int max_msgs_num_batch):
+    def __init__(self, service, commit_log_queue, long long commitlog_file_size, int max_msgs_num_batch,
+                 size_t recent_keys=0):
+        self.recent = RecentKeys(recent_keys) if recent_keys > 0 else None
         self.service = service
         self.files = []
         self.commit_log_queue = commit_log_queue
@@ -70,7 +83,13 @@ cdef class IndexQuerier:
         cdef RecordLayout lays[64]
         cdef Py_ssize_t sizes[64]
         cdef int order[64]
-        cdef int tmp
+        cdef bint good[64]
+        cdef Py_ssize_t bad
+        cdef int tmp, known
+        cdef int64_t first_phy
+        cdef int32_t first_prev
+        cdef RecentKeys recent = self.recent
+        cdef bint fresh
         cdef bytes page
         cdef char *dst
         cdef MessageExt m
@@ -88,8 +107,11 @@ cdef class IndexQuerier:
         t = PyUnicode_AsUTF8AndSize(topic, &tl)
         k = PyUnicode_AsUTF8AndSize(key, &kl)
         h = index_hash(t, tl, k, kl)
+        if recent is not None:
+            recent.prefetch(h)
         files = self.files
-        cl_files = self.commit_log_queue.mapped_files
+        cl_files = self.cl_cache
+        fresh = False
         for i in range(len(files) - 1, -1, -1):
             if n >= max_num:
                 break
@@ -102,8 +124,25 @@ cdef class IndexQuerier:
             fb = pymq_get_i64(f.mapped_file.base)
             fe = pymq_get_i64(f.mapped_file.base + 8)
             if (begin < fb and e > fe) or (fb <= begin <= fe) or (fb <= e <= fe):
-                n = f._walk(h, max_num, begin, e, found, lays, sizes, n, True, cl_files, self.cl_file_size,
-                            t, tl, k, kl)
+                known = -1
+                if recent is not None and i == len(files) - 1 and begin <= fb:
+                    recent.catch_up(f)
+                    known = recent.find(h, &first_phy, &first_prev)
+                if known > 0:
+                    # the commit log's list of segments as a query last read it will do when it
+                    # holds the newest entry's segment: every older live one is in it too
+                    seg = segment_for(cl_files, first_phy, self.cl_file_size) if cl_files is not None else None
+                    if seg is None or seg.base == NULL:
+                        cl_files = self.cl_cache = self.commit_log_queue.mapped_files
+                        fresh = True
+                    n = f._walk_from(h, first_phy, first_prev, max_num, begin, e, found, lays, sizes, n, cl_files,
+                                     self.cl_file_size, t, tl, k, kl)
+                elif known < 0:
+                    if not fresh:
+                        cl_files = self.cl_cache = self.commit_log_queue.mapped_files
+                        fresh = True
+                    n = f._walk(h, max_num, begin, e, found, lays, sizes, n, True, cl_files, self.cl_file_size,
+                                t, tl, k, kl)
             if fb < begin:
                 break
         if n == 0:
@@ -130,13 +169,23 @@ cdef class IndexQuerier:
                 raise RuntimeError("a commit-log segment went away during a key lookup")
             memcpy(dst + at, seg.base + (found[order[i]] - seg.file_from_offset), sizes[order[i]])
             at += sizes[order[i]]
-        out = []
         at = 0
+        bad = 0
         for i in range(n):
-            if self.check_crc and not record_crc_ok(dst + at, &lays[order[i]], sizes[order[i]]):
+            good[i] = not self.check_crc or record_crc_ok(dst + at, &lays[order[i]], sizes[order[i]])
+            if not good[i]:
+                bad += 1
                 if self.damage is not None:
                     self.damage.crc_error(found[order[i]], topic)
-            else:
-                out.append(ext_from_page(page, at, &lays[order[i]], sizes[order[i]], None, topic))
+            at += sizes[order[i]]
+        out = PyList_New(n - bad)             # made at its final length
+        at = 0
+        j = 0
+        for i in range(n):
+            if good[i]:
+                m = ext_from_page(page, at, &lays[order[i]], sizes[order[i]], None, topic)
+                Py_INCREF(m)
+                PyList_SET_ITEM(out, j, m)
+                j += 1
             at += sizes[order[i]]
         return out

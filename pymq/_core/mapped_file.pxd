@@ -26,6 +26,7 @@ cdef class MappedFile:
 
     cpdef int reserve(self, Py_ssize_t upto) except -1
     cpdef int reserve_range(self, Py_ssize_t start, Py_ssize_t end) except -1
+    cdef int reserve_nogil(self, Py_ssize_t upto) noexcept nogil
     cdef int reserve_range_nogil(self, Py_ssize_t start, Py_ssize_t end) noexcept nogil
     cdef void _ungrant(self, Py_ssize_t start, Py_ssize_t end) noexcept nogil
     cdef inline int pin(self) except -1

@@ -26,7 +26,7 @@ position stay, and the next access maps it again (``pin``, every Python-level me
 is never evicted.
 """
 
-from libc.errno cimport EFBIG, EINTR, ENOENT, ENOMEM, ENOSPC, errno
+from libc.errno cimport EBADF, EFBIG, EINTR, ENOENT, ENOMEM, ENOSPC, errno
 from libc.stdlib cimport calloc, free
 from libc.string cimport memcpy, memset, strerror
 from posix.fcntl cimport O_CREAT, O_RDONLY, O_RDWR, open as c_open
@@ -409,6 +409,35 @@ cdef class MappedFile:
             c_close(fd)
         if rc != 0:
             _raise_alloc(rc, end - start, self.file_name)
+        self._ungrant(start // GRANULE * GRANULE, end // GRANULE * GRANULE)   # now in the prefix
+        self.reserved = end
+        return 0
+
+    cdef int reserve_nogil(self, Py_ssize_t upto) noexcept nogil:
+        """``reserve`` without the GIL (the dispatcher's consume-queue appends): 0, or the
+        errno of the failed open or allocation (EBADF: the file is closed). Reservations
+        of a file come from its one writer, one after the other."""
+        cdef Py_ssize_t start = self.reserved, end
+        cdef int fd, rc
+        if upto <= start:
+            return 0
+        if self.base == NULL or self._closing or self.reserve_chunk <= 0:
+            return EBADF
+        end = (upto + self.reserve_chunk - 1) // self.reserve_chunk * self.reserve_chunk
+        if end > self.file_size:
+            end = self.file_size
+        fd = self._fd
+        if fd < 0:
+            fd = c_open(self._cpath, O_RDWR, 0)
+            if fd < 0:
+                return errno
+        rc = posix_fallocate(fd, start, end - start)
+        while rc == EINTR:
+            rc = posix_fallocate(fd, start, end - start)
+        if fd != self._fd:
+            c_close(fd)
+        if rc != 0:
+            return rc
         self._ungrant(start // GRANULE * GRANULE, end // GRANULE * GRANULE)   # now in the prefix
         self.reserved = end
         return 0

@@ -7,10 +7,11 @@ from .aio import (PymqAioPut, PymqAioSyncPut, PymqAioWakeup, PymqThreadPut, Pymq
 from .base import Workload
 from .commit import (PymqCommitOffset, PymqConsumerCommit, PymqConsumerCommitThreads, SqliteCommitOffset,
                      SqliteDurableCommit)
+from .dispatch_load import DISPATCH_LOAD
 from .delivery import PymqDelayDelivery, PymqPutWithoutTimers, PymqPutWithTimers, PymqTimerDelivery
 from .many_queues import LmdbManyQueues, PymqManyQueues
 from .pop import LitequeuePopDone, PersistQueueAck, PymqPopAck
-from .query import LmdbGet, PymqQueryMessage, SqliteSelect
+from .query import LmdbGet, PymqQueryAbsent, PymqQueryMessage, PymqQueryNoTable, SqliteSelect
 from .read import (BisectTimeLookup, LmdbCursorRead, PymqDispatch, PymqGetMessage, PymqGetMessageNoCrc,
                    PymqPutMessagesReference, PymqTimeLookup, QueuelibPop)
 from .realistic import REALISTIC
@@ -29,7 +30,7 @@ WORKLOADS: tuple[type[Workload], ...] = (
     PymqGetMessage, PymqGetMessageNoCrc, QueuelibPop, LmdbCursorRead, SqliteReadPages,
     *ZERO_OBJECT,
     PymqTimeLookup, BisectTimeLookup,
-    PymqQueryMessage, LmdbGet, SqliteSelect,
+    PymqQueryMessage, PymqQueryNoTable, PymqQueryAbsent, LmdbGet, SqliteSelect,
     PymqDelayDelivery, PymqTimerDelivery,
     PymqPutWithTimers, PymqPutWithoutTimers,
     PymqPutWhileCleaning, PymqPutNotCleaning,
@@ -41,6 +42,7 @@ WORKLOADS: tuple[type[Workload], ...] = (
     PymqAioSyncPut, PymqThreadSyncPut,
     PymqAioWakeup, PymqThreadWakeup,
     *REALISTIC,
+    *DISPATCH_LOAD,
     PymqManyQueues, LmdbManyQueues,
 )
 

@@ -5,7 +5,7 @@ say something a reader can trust, so it runs few workloads, each next to the one
 that comes closest to pymq in the full run (``--full``), at sizes that keep one round
 of all of them near 12 s on a quiet 2-core machine (about 24 s on a busy one), and
 repeats them in interleaved rounds (:mod:`.rounds`) so every ratio comes with its
-spread. Why these six (bench/README.md says the same):
+spread. Why these seven (bench/README.md says the same):
 
 ``put_message`` vs queuelib
     one message per call, the common producer path; queuelib's ``push`` (one
@@ -22,6 +22,10 @@ spread. Why these six (bench/README.md says the same):
     the realistic mixed one: batches of messages with keys while the dispatcher still
     indexes the previous phase's messages (writes, dispatch and indexing at once); the
     row that swung from 0.35x to 1.24x between two best-of-3 runs.
+``dispatch_load`` vs pymq-idle
+    the same batches with keys while the dispatcher files a backlog of 200,000 keyed
+    messages, next to them once it caught up: whether the dispatcher slows the writer
+    down (the goal is >= 0.9).
 ``commit_durable`` vs sqlite3
     durable consumer progress (returns once the offset is on disk): what a consumer
     pays per commit; sqlite3 in WAL mode with ``synchronous=FULL`` is the peer that does
@@ -53,6 +57,7 @@ HEADLINE: tuple[Headline, ...] = (
     Headline("get_message", "lmdb", "reading a queue in order; lmdb's cursor"),
     Headline("query_message", "lmdb", "lookup by key; lmdb get (p50 per call)"),
     Headline("real_put_messages", "lmdb", "realistic mix: batches with keys while indexing"),
+    Headline("dispatch_load", "pymq-idle", "batches while the dispatcher files a backlog, vs idle"),
     Headline("commit_durable", "sqlite3", "durable consumer offsets; sqlite3 WAL, synchronous=FULL (p50)"),
 )
 

@@ -4,6 +4,12 @@ Each store holds ``--query-store-size`` messages with a distinct business key
 (``key-<n>``); the timed part looks up ``--queries`` random existing keys, one call each,
 and records per-call latency. pymq returns ``MessageExt`` objects (with the body), lmdb
 the value bytes, sqlite the body column.
+
+Two more pymq rows (``--full`` / ``--workload query_message``): ``pymq-no-table``, the
+same lookups with ``index_recent_keys=0`` (every lookup reads the key's slot and entry in
+the index file, then the record), and ``pymq-absent``, lookups of keys no message has
+(the call, the hash and one read of the recent-keys table: the floor of a lookup, which
+a hit exceeds by the read of its record).
 """
 
 from __future__ import annotations
@@ -61,6 +67,27 @@ class PymqQueryMessage(_PymqWorkload, _Query):
 
     def check(self) -> None:
         _expect(self.found > 0, "no key was found")
+
+
+class PymqQueryNoTable(PymqQueryMessage):
+    """pymq: the same lookups without the table of recent keys."""
+
+    implementation = "pymq-no-table"
+    operation = "the same, index_recent_keys=0"
+    overrides = {"index_recent_keys": 0}
+
+
+class PymqQueryAbsent(PymqQueryMessage):
+    """pymq: lookups of keys no message has (call, hash, one read of the table)."""
+
+    implementation = "pymq-absent"
+    operation = "query_message of absent keys"
+
+    def keys(self, n: int) -> list[str]:
+        return [f"absent-{k[4:]}" for k in super().keys(n)]
+
+    def check(self) -> None:
+        _expect(self.found == 0, f"{self.found} absent keys were found")
 
 
 class LmdbGet(_LmdbWorkload, _Query):

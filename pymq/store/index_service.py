@@ -53,7 +53,7 @@ class IndexService:
         self.commit_log = commit_log
         self.read_only = read_only
         self.querier = IndexQuerier(self, commit_log.mapped_file_queue, commit_log.file_size,
-                                    config.max_msgs_num_batch)
+                                    config.max_msgs_num_batch, config.index_recent_keys)
         self.querier.check_crc = config.check_crc_on_read
         self.querier.damage = commit_log.damage
         self.index_files: list[IndexFile] = []

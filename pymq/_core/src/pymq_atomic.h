@@ -24,4 +24,8 @@ static inline void pymq_release_fence(void) {
     __atomic_thread_fence(__ATOMIC_RELEASE);
 }
 
+static inline void pymq_acquire_fence(void) {
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+}
+
 #endif
