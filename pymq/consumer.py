@@ -101,6 +101,16 @@ class Consumer:
         """Read ``queue_id`` of the topic from ``offset`` next."""
         self._positions[(self.topic, check_queue_id(queue_id))] = offset
 
+    def _rotated_queues(self) -> list:
+        """The queues to read, ``[(topic, queue id, tags)]``, each pass starting one further
+        (round robin, so one busy queue cannot starve the others)."""
+        queues = self._queues()
+        if not queues:
+            return []
+        start = self._next_queue % len(queues)
+        self._next_queue += 1
+        return queues[start:] + queues[:start]
+
     def _pull_once(self) -> list:
         return [m for _topic, _qid, msgs in self._pull_batches() for m in msgs]
 
@@ -108,13 +118,7 @@ class Consumer:
         """One pass over the queues: ``[(topic read, queue id, messages)]``, positions
         advanced past what is returned (:mod:`pymq.aio` keeps the source of each)."""
         out: list = []
-        queues = self._queues()
-        if not queues:
-            return out
-        # round-robin start so one busy queue cannot starve the others
-        start = self._next_queue % len(queues)
-        self._next_queue += 1
-        for topic, qid, tags in queues[start:] + queues[:start]:
+        for topic, qid, tags in self._rotated_queues():
             offset = self._positions[(topic, qid)]
             r = self.store.get_message(self.group, topic, qid, offset, self.pull_batch_size, tags)
             if r.status is GetMessageStatus.FOUND:
@@ -131,12 +135,7 @@ class Consumer:
         """One pass over the queues with ``read_batch``: the batches that hold messages,
         positions advanced past them."""
         out: list = []
-        queues = self._queues()
-        if not queues:
-            return out
-        start = self._next_queue % len(queues)
-        self._next_queue += 1
-        for topic, qid, tags in queues[start:] + queues[:start]:
+        for topic, qid, tags in self._rotated_queues():
             offset = self._positions[(topic, qid)]
             b = self.store.read_batch(topic, qid, offset, self.pull_batch_size, tags)
             if b.status is GetMessageStatus.FOUND:
