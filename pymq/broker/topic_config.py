@@ -9,9 +9,10 @@ RocketMQ's shape (fastjson, written atomically with a ``.bak``)::
 
 RocketMQ 5 adds ``"attributes"`` (e.g. ``{"message.type": "PRIORITY"}``, set by mqadmin's
 ``updateTopic -a +message.type=PRIORITY``); it is written only when a topic has some, so
-a 4.x broker reads the file as before. ``perm`` bits: READ 4, WRITE 2, INHERIT 1. A topic unknown to the table is created on its
-first send when ``auto_create_topic_enable`` is on (``createTopicInSendMessageMethod``),
-with ``default_topic_queue_nums`` queues; retry topics (``%RETRY%group``, read-write) and
+a 4.x broker reads the file as before. ``perm`` bits: READ 4, WRITE 2, INHERIT 1. A topic
+unknown to the table is created on its first send when ``auto_create_topic_enable`` is on
+(``createTopicInSendMessageMethod``), with ``default_topic_queue_nums`` queues (a 4.x
+send: the producer's, at most ``TBW102``'s); retry topics (``%RETRY%group``, read-write) and
 dead-letter topics (``%DLQ%group``, read-write as in 4.9.7, 1 queue) are created on first use.
 """
 
@@ -122,7 +123,8 @@ class TopicConfigManager(DataVersionTable):
         with self._lock:
             # added at every start, so not a change to write now: it is written with the next
             # (a write now would hold back the next change's by the write interval)
-            self._table.setdefault(DEFAULT_TOPIC, TopicConfig(DEFAULT_TOPIC, n, n, PERM_INHERIT | PERM_READ | PERM_WRITE))
+            self._table.setdefault(DEFAULT_TOPIC,
+                                   TopicConfig(DEFAULT_TOPIC, n, n, PERM_INHERIT | PERM_READ | PERM_WRITE))
 
     def why_not_created(self, topic: str) -> Optional[str]:
         """Why a send to the unknown ``topic`` does not create it (auto-creation off, or
