@@ -364,3 +364,26 @@ def test_an_unwriteable_store_refuses(tmp_path):
         store.commit_log.appender.set_writeable(True)
     with pytest.raises(pymq.StoreStateError):
         store.put_bodies("W", [b"a"])
+
+
+def _arrow_with_offsets(offsets, typ, data=b"abcdefgh"):
+    """An Arrow array whose first and last offsets are sound, which is all pyarrow checks
+    when it builds one (``validate(full=True)`` would refuse the middle ones)."""
+    width = np.int32 if typ == pa.binary() else np.int64
+    arr = pa.Array.from_buffers(typ, len(offsets) - 1,
+                                [None, pa.py_buffer(np.array(offsets, width).tobytes()), pa.py_buffer(data)])
+    with pytest.raises(pa.ArrowInvalid):
+        arr.validate(full=True)
+    return arr
+
+
+@pytest.mark.parametrize("typ", [pa.binary(), pa.large_binary()], ids=["binary", "large_binary"])
+@pytest.mark.parametrize("offsets", [[0, 1 << 30, 8], [0, 3000, 8], [0, -100000, 8], [0, 6, 2, 8]],
+                         ids=["far", "past", "before", "backwards"])
+def test_arrow_offsets_outside_the_data_raise_and_write_nothing(bad_store, typ, offsets):
+    # every body used to be read from wherever its offsets pointed: past the 8-byte data
+    # buffer (a crash, or bytes of the process in the log) or with a negative length
+    before = bad_store.get_max_phy_offset()
+    with pytest.raises(ValueError, match="outside the data buffer"):
+        bad_store.put_bodies("Bad", _arrow_with_offsets(offsets, typ))
+    assert bad_store.get_max_phy_offset() == before

@@ -164,7 +164,7 @@ cdef BodySource _from_arrow(object arr):
     cdef const char *obuf
     cdef int64_t start, end
     cdef int32_t s32, e32
-    cdef Py_ssize_t width, coff
+    cdef Py_ssize_t width, coff, data_len
     if isinstance(arr, pa.ChunkedArray):
         chunks = list(arr.chunks)
     elif isinstance(arr, pa.Array):
@@ -196,6 +196,10 @@ cdef BodySource _from_arrow(object arr):
             width = t.byte_width
             data = src._hold(buffers[1], PyBUF_SIMPLE) if buffers[1] is not None else NULL
             base = <const char *>data.buf if data != NULL else EMPTY
+            data_len = data.len if data != NULL else 0
+            if width < 0 or (width > 0 and (coff + length) > data_len // width):
+                raise ValueError(f"Arrow bodies: a {t} array of {length} items at offset {coff} "
+                                 f"with a data buffer of {data_len} bytes")
             for i in range(length):
                 src.ptr[at] = base + (coff + i) * width
                 src.size[at] = width
@@ -208,10 +212,18 @@ cdef BodySource _from_arrow(object arr):
         else:
             raise TypeError(f"Arrow bodies are binary, large_binary, string, large_string or "
                             f"fixed_size_binary, not {t}")
+        if buffers[1] is None:
+            raise ValueError(f"Arrow bodies: a {t} array without its offsets buffer")
         offs = src._hold(buffers[1], PyBUF_SIMPLE)
         obuf = <const char *>offs.buf
         data = src._hold(buffers[2], PyBUF_SIMPLE) if buffers[2] is not None else NULL
         base = <const char *>data.buf if data != NULL else EMPTY
+        data_len = data.len if data != NULL else 0
+        # pyarrow checks an array's first and last offsets only (``validate(full=True)``
+        # checks the others): every body is checked to lie inside the data buffer
+        if coff < 0 or (coff + length + 1) > offs.len // width:
+            raise ValueError(f"Arrow bodies: a {t} array of {length} items at offset {coff} "
+                             f"with an offsets buffer of {offs.len} bytes")
         for i in range(coff, coff + length):
             if width == 4:
                 memcpy(&s32, obuf + 4 * i, 4)
@@ -220,6 +232,9 @@ cdef BodySource _from_arrow(object arr):
             else:
                 memcpy(&start, obuf + 8 * i, 8)
                 memcpy(&end, obuf + 8 * (i + 1), 8)
+            if start < 0 or end < start or end > data_len:
+                raise ValueError(f"bodies[{at}]: Arrow offsets [{start}, {end}) outside the data buffer "
+                                 f"of {data_len} bytes")
             src.ptr[at] = base + start
             src.size[at] = <Py_ssize_t>(end - start)
             at += 1

@@ -64,6 +64,8 @@ cdef enum:
     MAX_PROPERTY_ENTRIES = 8192        # a 32767-byte properties string holds fewer
     INT32_LIMIT = 2147483647
 
+cdef long long MAX_QUEUE_INDEX = (1LL << 62) // CQ_STORE_UNIT_SIZE
+
 cdef char *HEX = b"0123456789ABCDEF"
 cdef char EMPTY[1]
 
@@ -477,6 +479,9 @@ def read_range(CqAppender app, list commitlog_files not None, long long commitlo
     if start < 0:
         raise ValueError("start must be >= 0")
     rows = <Py_ssize_t>min(max(end - start, 0), <long long>max_rows)
+    if start > MAX_QUEUE_INDEX and rows > 0:
+        rows = 0                        # no consume queue reaches it (its byte position would overflow)
+        status = ST_CQ_END
     cq_fs = app.file_size
     cols = RowColumns(rows, min(max_bytes, 1 << 20))
     offset = start
@@ -501,14 +506,16 @@ def read_range(CqAppender app, list commitlog_files not None, long long commitlo
         if n and total_bytes + size > max_bytes:
             break
         # the record, checked whole within the segment's written bytes
-        if seg is None or phy < seg_from or phy + size > seg_to:
+        # (``size > seg_to - phy``, not ``phy + size > seg_to``: a damaged entry's offset
+        # near 2**63 would overflow past the check and be read as lying in the segment)
+        if seg is None or phy < seg_from or phy >= seg_to or size > seg_to - phy:
             seg = segment_for(commitlog_files, phy, commitlog_file_size)
             if seg is None or seg.base == NULL:
                 status = ST_UNREADABLE
                 break
             seg_from = seg.file_from_offset
             seg_to = seg_from + seg.wrote
-        if size <= 0 or phy + size > seg_to:
+        if size <= 0 or phy < seg_from or phy >= seg_to or size > seg_to - phy:
             status = ST_UNREADABLE
             break
         rec = seg.base + (phy - seg_from)

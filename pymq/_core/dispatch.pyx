@@ -366,7 +366,9 @@ cdef class CqRouter:
         if len(names) != len(offsets):
             return 0
         for name, text in zip(names, offsets):
-            if not name or not text.isdigit():
+            # ASCII digits that fit a Java long (str.isdigit takes other digits, which int()
+            # refuses): anything else gets no entry, and the walk goes on
+            if not name or not text.isascii() or not text.isdigit() or len(text) > 18:
                 continue
             qid = 0 if name.startswith("%LMQ%") else r.queue_id
             key = (name, qid)

@@ -40,6 +40,6 @@ def multi_queue_offset(properties: dict, queue: str) -> int:
     if len(names) != len(offsets):
         return -1
     for name, text in zip(names, offsets):
-        if name == queue and text.isdigit():
+        if name == queue and text.isascii() and text.isdigit() and len(text) <= 18:
             return int(text)
     return -1

@@ -63,3 +63,19 @@ def test_a_replay_files_lmq_entries_again_at_their_offsets(tmp_path):
         _dispatched(s)
         r = s.get_message("g", "%LMQ%x", 0, 0, 10)
         assert [(int(m.body), m.queue_offset) for m in r.messages] == [(i, i) for i in range(5)]
+
+
+def test_offsets_that_are_not_java_longs_file_nothing_and_the_walk_goes_on(tmp_path):
+    # '²' passes str.isdigit but not int(); 20 digits do not fit the consume queue's int64:
+    # either one used to raise in the dispatcher at every pass, so nothing after it was filed
+    with pymq.MessageStore(tmp_path / "s", _config()) as s:
+        _put(s, b"sup", "%LMQ%a", "\u00b2")
+        _put(s, b"huge", "%LMQ%a", "99999999999999999999")
+        _put(s, b"max", "%LMQ%a", "9223372036854775807")
+        _put(s, b"ok", "%LMQ%a", "0")
+        assert s.put_message(pymq.Message("After", b"after")).status is pymq.PutMessageStatus.PUT_OK
+        _dispatched(s)
+        assert s.dispatch_behind_bytes() == 0
+        assert [m.body for m in s.get_message("g", "Parent", 0, 0, 10).messages] == [b"sup", b"huge", b"max", b"ok"]
+        assert [m.body for m in s.get_message("g", "%LMQ%a", 0, 0, 10).messages] == [b"ok"]
+        assert [m.body for m in s.get_message("g", "After", 0, 0).messages] == [b"after"]
