@@ -147,6 +147,21 @@ cdef Py_ssize_t parse_request(const char *rec, Py_ssize_t avail, int64_t phys, D
     return total
 
 
+#: what may follow ``%LMQ%`` in a name filed by multi-dispatch: a topic's characters and
+#: the lite separator ``$``, so a name read from a record never makes a path outside
+#: ``consumequeue/``
+_LMQ_TAIL = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-%|$")
+
+
+def is_dispatchable_lmq(str name) -> bool:
+    """Whether a record's ``INNER_MULTI_DISPATCH`` entry ``name`` gets an entry: an LMQ name
+    (``%LMQ%`` and 1..250 more characters, topic characters or ``$``). Other names are not
+    filed (RocketMQ's multi-dispatch into ordinary queues, which it does only with
+    ``enableMultiDispatch``): a record cannot put itself into another topic's queue."""
+    return (5 < len(name) <= 255 and name.startswith("%LMQ%")
+            and all(c in _LMQ_TAIL for c in name))
+
+
 cdef class DispatchSink:
     """Receives each chunk of parsed records after the consume queues got theirs.
 
@@ -356,8 +371,8 @@ cdef class CqRouter:
     cdef int _multi_dispatch(self, const char *rec, DispatchRequest *r) except -1:
         """The entries of a record in the queues its ``INNER_MULTI_DISPATCH`` names
         (comma-separated), at the offsets ``INNER_MULTI_QUEUE_OFFSET`` gives in the same
-        order; an ``%LMQ%`` queue's id is 0, another's the record's own. A record whose two
-        lists do not match gets no extra entry (RocketMQ skips it too)."""
+        order, queue id 0; only LMQ names are filed (``is_dispatchable_lmq``).
+        A record whose two lists do not match gets no extra entry (RocketMQ skips it too)."""
         cdef CqAppender app
         if r.multi_offset_pos < 0:
             return 0
@@ -368,9 +383,9 @@ cdef class CqRouter:
         for name, text in zip(names, offsets):
             # ASCII digits that fit a Java long (str.isdigit takes other digits, which int()
             # refuses): anything else gets no entry, and the walk goes on
-            if not name or not text.isascii() or not text.isdigit() or len(text) > 18:
+            if not is_dispatchable_lmq(name) or not text.isascii() or not text.isdigit() or len(text) > 18:
                 continue
-            qid = 0 if name.startswith("%LMQ%") else r.queue_id
+            qid = 0
             key = (name, qid)
             entry = self.queues.get(key)
             if entry is None:

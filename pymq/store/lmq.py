@@ -16,6 +16,8 @@ place there (``queue_id`` 0, ``queue_offset`` the entry's index), not in its par
 
 from __future__ import annotations
 
+from pymq._core.dispatch import is_dispatchable_lmq  # noqa: F401  (the rule the dispatcher files by)
+
 LMQ_PREFIX = "%LMQ%"                                    # MixAll.LMQ_PREFIX
 LMQ_QUEUE_ID = 0                                        # MixAll.LMQ_QUEUE_ID
 LMQ_DISPATCH_SEPARATOR = ","                            # MixAll.LMQ_DISPATCH_SEPARATOR
@@ -40,6 +42,6 @@ def multi_queue_offset(properties: dict, queue: str) -> int:
     if len(names) != len(offsets):
         return -1
     for name, text in zip(names, offsets):
-        if name == queue and text.isascii() and text.isdigit() and len(text) <= 18:
+        if name == queue and is_dispatchable_lmq(name) and text.isascii() and text.isdigit() and len(text) <= 18:
             return int(text)
     return -1

@@ -5,6 +5,7 @@ queues. Raw frames on a socket (the helpers of ``test_robustness``)."""
 from __future__ import annotations
 
 import json
+import pathlib
 import time
 
 from .test_robustness import FrameReader, connect, request
@@ -151,3 +152,26 @@ def test_message_type_of_a_send():
     assert message_type({"__SHARDINGKEY": "order-1"}, 0) == "fifo"
     assert message_type({"DELAY": "3"}, 4) == "transaction"          # TRANSACTION_PREPARED_TYPE
     assert message_type({}, 8) == "normal"                            # commit type: not prepared
+
+
+def test_a_send_naming_lmqs_is_stored_without_them(remoting_server):
+    """INNER_MULTI_DISPATCH / INNER_MULTI_QUEUE_OFFSET are the broker's (a lite message's LMQ
+    and its place): a 4.x send that carries them is stored without them, filed nowhere else."""
+    server = remoting_server()
+    calls = Calls(server.broker)
+    try:
+        props = "INNER_MULTI_DISPATCH\x01%LMQ%$Victim$x,Victim\x02INNER_MULTI_QUEUE_OFFSET\x010,0\x02KEYS\x01k1\x02"
+        head, _ = calls(310, {"a": "PG", "b": "Sender", "c": "TBW102", "d": 4, "e": 0, "f": 0,
+                              "g": int(time.time() * 1000), "h": 0, "i": props}, b"payload")
+        assert head["code"] == 0, head
+        time.sleep(0.5)
+        pulled, data = calls(11, {"consumerGroup": "G", "topic": "Sender", "queueId": 0, "queueOffset": 0,
+                                  "maxMsgNums": 32, "sysFlag": 0, "commitOffset": 0, "suspendTimeoutMillis": 0,
+                                  "subscription": "*", "subVersion": 0})
+        assert pulled["code"] == 0 and b"INNER_MULTI" not in data and b"KEYS\x01k1" in data, (pulled, data)
+        for queue in ("%LMQ%$Victim$x", "Victim"):
+            head, _ = calls(30, {"topic": queue, "queueId": 0})          # GET_MAX_OFFSET
+            assert head["code"] != 0 or head["extFields"]["offset"] == "0", (queue, head)
+    finally:
+        calls.close()
+    assert not (pathlib.Path(server.store) / "consumequeue" / "%LMQ%$Victim$x").exists()

@@ -79,3 +79,20 @@ def test_offsets_that_are_not_java_longs_file_nothing_and_the_walk_goes_on(tmp_p
         assert [m.body for m in s.get_message("g", "Parent", 0, 0, 10).messages] == [b"sup", b"huge", b"max", b"ok"]
         assert [m.body for m in s.get_message("g", "%LMQ%a", 0, 0, 10).messages] == [b"ok"]
         assert [m.body for m in s.get_message("g", "After", 0, 0).messages] == [b"after"]
+
+
+def test_names_that_are_not_lmqs_file_nothing_and_no_path_leaves_the_store(tmp_path):
+    """A record may name only LMQs: an ordinary topic (it would put itself into another
+    topic's queue), a path, an empty tail or a name too long gets no entry, and no
+    directory is made for it; a good name beside them is still filed."""
+    path = tmp_path / "s"
+    bad = ["Other", "%LMQ%", "%LMQ%/../../escape", "%LMQ%..%2F", "%LMQ%a b", "%LMQ%" + "x" * 251]
+    with pymq.MessageStore(path, _config()) as s:
+        s.put_message(pymq.Message("Other", b"own", queue_id=0))
+        _put(s, b"r", ",".join(bad + ["%LMQ%ok"]), ",".join(["0"] * (len(bad) + 1)))
+        _dispatched(s)
+        assert [m.body for m in s.get_message("g", "Other", 0, 0, 10).messages] == [b"own"]
+        assert [m.body for m in s.get_message("g", "%LMQ%ok", 0, 0, 10).messages] == [b"r"]
+    made = sorted(p.name for p in (path / "consumequeue").iterdir())
+    assert made == ["%LMQ%ok", "Other", "Parent"], made
+    assert not (tmp_path / "escape").exists() and not (path / "escape").exists()

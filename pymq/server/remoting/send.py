@@ -39,6 +39,7 @@ from pymq._core.message import Message, decode_properties
 from pymq.broker.retry import SendBackError
 from pymq.broker.topic_config import DEFAULT_TOPIC, PERM_READ, PERM_WRITE, RETRY_GROUP_TOPIC_PREFIX, dlq_topic
 from pymq.broker.validators import is_system_topic, topic_problem
+from pymq.store.lmq import PROPERTY_INNER_MULTI_DISPATCH, PROPERTY_INNER_MULTI_QUEUE_OFFSET
 from pymq.status import PutMessageStatus as P
 
 from ..traffic import DELAY, FIFO, NORMAL, TRANSACTION, observe
@@ -62,6 +63,20 @@ _PUT_CODES = {
 _DELAY_PROPERTIES = ("DELAY", START_DELIVER_TIME, "TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS")
 PROPERTY_CLUSTER = "CLUSTER"                    # MessageConst.PROPERTY_CLUSTER
 PROPERTY_WAIT = "WAIT"                          # MessageConst.PROPERTY_WAIT_STORE_MSG_OK
+
+
+def _drop_inner(props: dict) -> dict:
+    """Leave out the multi-dispatch properties only the broker sets (``INNER_MULTI_DISPATCH``,
+    ``INNER_MULTI_QUEUE_OFFSET``: a lite message's LMQ and its place there, assigned under
+    the lite writer's lock): a 4.x client cannot file its message into LMQs by naming them."""
+    props.pop(PROPERTY_INNER_MULTI_DISPATCH, None)
+    props.pop(PROPERTY_INNER_MULTI_QUEUE_OFFSET, None)
+    return props
+
+
+def _client_properties(text):
+    """A send's properties string, decoded, without the broker's own (:func:`_drop_inner`)."""
+    return _drop_inner(decode_properties(text))
 
 
 def _delayed(props: dict) -> bool:
@@ -177,7 +192,7 @@ class SendMessageProcessor:
         tc = self._topic_for_send(topic, queue_id, opt_int(h, "defaultTopicQueueNums"))
         if queue_id < 0:
             queue_id = random.randrange(max(tc.write_queue_nums, 1))
-        props = decode_properties(opt_str(h, "properties"))
+        props = _client_properties(opt_str(h, "properties"))
         props[PROPERTY_CLUSTER] = self.broker.broker_config.cluster_name
         prepared = sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_PREPARED_TYPE
         if not prepared and not _delayed(props):
@@ -237,10 +252,11 @@ class SendMessageProcessor:
         if queue_id < 0:
             queue_id = random.randrange(max(tc.write_queue_nums, 1))
         born, flag_sys, host = opt_int(h, "bornTimestamp"), opt_int(h, "sysFlag"), conn.peer
-        batch_props = decode_properties(opt_str(h, "properties"))
+        batch_props = _client_properties(opt_str(h, "properties"))
         batch_props[PROPERTY_CLUSTER] = self.broker.broker_config.cluster_name
         msgs = []
         for flag, data, props in decode_batch(bytes(cmd.body), topic):
+            _drop_inner(props)
             if props.get("DELAY") or props.get(START_DELIVER_TIME):
                 raise RequestError(ResponseCode.MESSAGE_ILLEGAL, "batch message does not support delay")
             props.update(batch_props)
