@@ -1,6 +1,7 @@
 """mqadmin and the Java client's admin calls, the same against RocketMQ 4.9.7 and pymq
-(issue 25): clusterList, brokerStatus, searchOffset, resetOffsetByTime, and a delay-level
-message as its consumer gets it."""
+(issue 25): clusterList, brokerStatus, searchOffset, resetOffsetByTime, a delay-level
+message as its consumer gets it, routes, and what the name server and the broker answer on
+the wire to codes they do not serve (raw frames)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import re
 import time
 
 import pytest
+
+from remoting_wire import answers  # tests/ is on sys.path
 
 #: the keys of a 4.9.7 broker's runtime table (brokerStatus); the commit log's path is
 #: part of one key's name, written here as <dir>
@@ -141,6 +144,23 @@ def test_routes_only_for_topics_that_exist(probe):
     assert [x["status"] for x in sent] == ["SEND_OK"] * 2, sent
     assert queues(route) == (6, 4, 4), route
     assert "CODE: 17" in again["error"], again
+
+
+def test_name_server_leaves_codes_it_does_not_serve_unanswered(counterpart):
+    """RocketMQ's name server gives no response at all to a code it does not serve (ali-ons'
+    GET_KV_CONFIG_BY_VALUE, 217, say: its client times out), and answers a KV lookup with
+    the namespace and key it was asked for."""
+    kv = {"namespace": "PROJECT_CONFIG", "key": "127.0.0.1"}
+    got = answers(counterpart.namesrv, [(217, kv), (9999, {}), (101, kv), (219, {"namespace": "ORDER_TOPIC_CONFIG"})])
+    assert sorted(got) == [3, 4], got
+    assert (got[3]["code"], got[3]["remark"]) == (22, "No config item, Namespace: PROJECT_CONFIG Key: 127.0.0.1")
+    assert (got[4]["code"], got[4]["remark"]) == (22, "No config item, Namespace: ORDER_TOPIC_CONFIG")
+
+
+def test_broker_answers_codes_it_does_not_serve(counterpart):
+    got = answers(counterpart.address, [(9999, {}), (217, {})], quiet_s=1.0)
+    assert [(got[i]["code"], got[i]["remark"]) for i in (1, 2)] == [
+        (3, " request type 9999 not supported"), (3, " request type 217 not supported")], got
 
 
 @pytest.fixture(autouse=True)

@@ -5,7 +5,6 @@ client, and the store holds exactly what was sent properly."""
 
 from __future__ import annotations
 
-import json
 import socket
 import struct
 import time
@@ -13,52 +12,11 @@ import time
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from remoting_wire import FrameReader, answers, connect, request  # tests/ is on sys.path
+
 from .conftest import run_node
 
 MAX_FRAME = 16 * 1024 * 1024
-
-
-def frame(header: dict, body: bytes = b"", serialize_type: int = 0) -> bytes:
-    h = json.dumps(header).encode()
-    return struct.pack(">ii", 4 + len(h) + len(body), (serialize_type << 24) | len(h)) + h + body
-
-
-def request(code: int, ext: dict, opaque: int = 1, body: bytes = b"") -> bytes:
-    return frame({"code": code, "language": "PYTHON", "version": 1, "opaque": opaque, "flag": 0,
-                  "extFields": ext}, body)
-
-
-class FrameReader:
-    """Frames from a socket, keeping what one recv brought beyond a frame for the next."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-        self.data = b""
-
-    def _need(self, n: int, timeout: float) -> bool:
-        self.sock.settimeout(timeout)
-        while len(self.data) < n:
-            chunk = self.sock.recv(65536)
-            if not chunk:
-                return False
-            self.data += chunk
-        return True
-
-    def frame(self, timeout: float = 5.0):
-        """The next frame's (header dict, body), or None when the server closed."""
-        if not self._need(4, timeout):
-            return None
-        total = struct.unpack(">i", self.data[:4])[0]
-        if not self._need(4 + total, timeout):
-            return None
-        raw, self.data = self.data[:4 + total], self.data[4 + total:]
-        hlen = struct.unpack(">i", raw[4:8])[0] & 0xFFFFFF
-        return json.loads(raw[8:8 + hlen]), raw[8 + hlen:]
-
-
-def connect(addr: str) -> socket.socket:
-    host, port = addr.rsplit(":", 1)
-    return socket.create_connection((host, int(port)), timeout=5)
 
 
 def closed_by_server(sock: socket.socket, timeout: float = 5.0) -> bool:
@@ -118,6 +76,17 @@ def test_bad_requests_get_error_responses(remoting_server):
             got[head["opaque"]] = head["code"]
     assert got == {1: 3, 2: 1, 3: 1, 4: 1, 5: 1, 6: 1, 7: 1}, got
     still_serves(server)
+
+
+def test_name_server_answers_only_the_codes_rocketmq_serves(remoting_server_module):
+    """A code RocketMQ's name server serves but pymq does not (UPDATE_NAMESRV_CONFIG,
+    REGISTER_BROKER) is refused at once; any other code gets no response, as from RocketMQ
+    (the parity suite compares that with 4.9.7); the connection keeps serving."""
+    server = remoting_server_module
+    got = answers(server.namesrv, [(318, {}), (9999, {}), (11, {}), (103, {}), (105, {"topic": "TBW102"})])
+    assert sorted(got) == [1, 4, 5], got
+    assert [got[i]["code"] for i in (1, 4, 5)] == [3, 3, 0], got
+    assert got[1]["remark"] == " request type 318 not supported"
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))

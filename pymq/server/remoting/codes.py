@@ -60,6 +60,7 @@ class RequestCode:
     DELETE_EXPIRED_COMMITLOG = 329
 
 
+
 class ResponseCode:
     """RocketMQ's response codes."""
 
@@ -109,3 +110,24 @@ def code_name(table: type, code: int) -> str:
 
 
 _NAMES: dict = {}
+
+
+#: every request code RocketMQ 4.9.7's name server serves (its ``DefaultRequestProcessor``:
+#: KV config, broker registration and permissions, routes, topic lists, unit topics, its own
+#: config); a request with any other code gets no response at all from it (the processor
+#: returns null), and the client waits for its timeout
+NAMESRV_REQUEST_CODES = frozenset({
+    100, 101, 102,                  # PUT_KV_CONFIG, GET_KV_CONFIG, DELETE_KV_CONFIG
+    103, 104, 322,                  # REGISTER_BROKER, UNREGISTER_BROKER, QUERY_DATA_VERSION
+    105, 106,                       # GET_ROUTEINFO_BY_TOPIC, GET_BROKER_CLUSTER_INFO
+    205, 327,                       # WIPE_WRITE_PERM_OF_BROKER, ADD_WRITE_PERM_OF_BROKER
+    206, 216, 219, 224, 304,        # topic lists, DELETE_TOPIC_IN_NAMESRV, GET_KVLIST_BY_NAMESPACE
+    311, 312, 313,                  # GET_UNIT_TOPIC_LIST, GET_HAS_UNIT_SUB_(UNUNIT_)TOPIC_LIST
+    318, 319,                       # UPDATE_NAMESRV_CONFIG, GET_NAMESRV_CONFIG
+})
+
+
+def not_supported(conn, cmd):
+    """The answer to a request code nobody here serves: ``REQUEST_CODE_NOT_SUPPORTED`` with
+    RocketMQ's remark, its leading space included (``NettyRemotingAbstract``)."""
+    return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {cmd.code} not supported")

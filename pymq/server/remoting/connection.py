@@ -10,8 +10,10 @@ Reading is :mod:`.frame_reader`'s (the connection is a ``BufferedProtocol``, so 
 sizes every read's buffer), and a frame larger than one read is admitted against the
 budgets of :mod:`.admission` before its body is kept. Garbage never stops the server: a
 frame whose length word is below 4 or above 16 MiB, whose header is too large or cannot be
-decoded, closes this connection (the stream cannot be resynchronised); an unknown request
-code is answered ``REQUEST_CODE_NOT_SUPPORTED``; a handler that fails is answered
+decoded, closes this connection (the stream cannot be resynchronised); a request code the
+port does not serve is left to its processor's ``unknown`` (the broker answers
+``REQUEST_CODE_NOT_SUPPORTED``, the name server only the codes RocketMQ's serves); a
+handler that fails is answered
 ``SYSTEM_ERROR``. When a client stops reading and 4 MiB of responses wait to be written to
 it, its connection stops reading its requests until the backlog drains.
 
@@ -241,8 +243,7 @@ class RemotingConnection(asyncio.BufferedProtocol):
                 self.server.authenticator.check(cmd)
                 self.authenticated = True
             if handler is None:
-                result = cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                                      f"request type {cmd.code} not supported")
+                result = self.processor.unknown(self, cmd)
             else:
                 result = handler(self, cmd)
         except RequestError as e:

@@ -17,11 +17,15 @@ and a route lookup never creates anything. A 4.x producer then sends a new topic
 message along the route of ``TBW102`` (which the broker keeps while auto-creation is on),
 and that send creates the topic; a consumer's retry topic ``%RETRY%group`` comes with the
 group's first heartbeat.
+
+A request code RocketMQ's name server does not serve gets no response at all, as from it
+(its processor returns null; the client times out); one it serves that pymq does not
+(broker registration, KV writes, its config) is answered ``REQUEST_CODE_NOT_SUPPORTED``.
 """
 
 from __future__ import annotations
 
-from .codes import RequestCode, ResponseCode
+from .codes import NAMESRV_REQUEST_CODES, RequestCode, ResponseCode, not_supported
 from .headers import json_bytes, require
 
 
@@ -45,8 +49,8 @@ class NameServerProcessor:
             RequestCode.GET_TOPICS_BY_CLUSTER: self.get_topic_list,
             RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS: self.get_system_topic_list,
             RequestCode.DELETE_TOPIC_IN_NAMESRV: self.delete_topic_in_namesrv,
-            RequestCode.GET_KV_CONFIG: self.no_kv_config,
-            RequestCode.GET_KVLIST_BY_NAMESPACE: self.no_kv_config,
+            RequestCode.GET_KV_CONFIG: self.get_kv_config,
+            RequestCode.GET_KVLIST_BY_NAMESPACE: self.get_kv_list_by_namespace,
         }
 
     def _broker_data(self) -> dict:
@@ -89,5 +93,16 @@ class NameServerProcessor:
         require(cmd.ext_fields, "topic")
         return cmd.response(ResponseCode.SUCCESS)
 
-    def no_kv_config(self, conn, cmd):
-        return cmd.response(ResponseCode.QUERY_NOT_FOUND, "No config item")
+    def get_kv_config(self, conn, cmd):
+        # no KV config is kept here (RocketMQ's remark names what was asked)
+        ext = cmd.ext_fields
+        return cmd.response(ResponseCode.QUERY_NOT_FOUND,
+                            f"No config item, Namespace: {ext.get('namespace', 'null')} Key: {ext.get('key', 'null')}")
+
+    def get_kv_list_by_namespace(self, conn, cmd):
+        return cmd.response(ResponseCode.QUERY_NOT_FOUND,
+                            f"No config item, Namespace: {cmd.ext_fields.get('namespace', 'null')}")
+
+    def unknown(self, conn, cmd):
+        """No response to a code RocketMQ's name server does not serve either."""
+        return not_supported(conn, cmd) if cmd.code in NAMESRV_REQUEST_CODES else None

@@ -31,6 +31,7 @@ from .admission import (MAX_CONNECTION_BYTES, MAX_HEADER_BYTES, MAX_HEADER_FIELD
                         MAX_UNAUTHENTICATED_BYTES, ByteBudget)
 from .auth import RemotingAuthenticator
 from .client_manage import ClientManageProcessor
+from .codes import not_supported
 from .connection import RemotingConnection
 from .deadlines import ConnectionDeadlines
 from .namesrv import NameServerProcessor
@@ -109,12 +110,14 @@ class RemotingStats:
 
 
 class Processor:
-    """A request-code table (``handlers``) built from the processors given."""
+    """A request-code table (``handlers``) built from the processors given; ``unknown(conn,
+    cmd)`` answers a code none of them serves (None: no response at all)."""
 
-    def __init__(self, *parts) -> None:
+    def __init__(self, *parts, unknown=not_supported) -> None:
         self.handlers: dict = {}
         for p in parts:
             self.handlers.update(p.handlers())
+        self.unknown = unknown
 
 
 class RemotingServer:
@@ -158,7 +161,8 @@ class RemotingServer:
         self.transactions = EndTransactionProcessor(self)
         self.broker_processor = Processor(self.send, self.pull, self.client_manage, QueryMessageProcessor(self),
                                           AdminProcessor(self), self.transactions, OffsetResetProcessor(self))
-        self.namesrv_processor = Processor(NameServerProcessor(self))
+        namesrv = NameServerProcessor(self)
+        self.namesrv_processor = Processor(namesrv, unknown=namesrv.unknown)
         self.runtime_info = RuntimeInfo(self)
 
     # -- helpers for the processors ----------------------------------------------------
