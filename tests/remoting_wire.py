@@ -73,3 +73,12 @@ def answers(addr: str, requests: list, quiet_s: float = 1.5) -> dict:
                 return got
             head, _body = got_frame
             got[head["opaque"]] = head
+
+
+def call(addr: str, code: int, ext: dict, body: bytes = b"") -> tuple[dict, bytes]:
+    """One request on a new connection: its response's header and body."""
+    with connect(addr) as s:
+        s.sendall(request(code, {k: str(v) for k, v in ext.items()}, opaque=1, body=body))
+        got = FrameReader(s).frame()
+        assert got is not None, "the server closed the connection"
+        return got

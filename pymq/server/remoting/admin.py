@@ -14,10 +14,16 @@ them with fastjson, whose map keys may be objects::
 
 :func:`pymq.store.fastjson.dumps_fastjson` writes that form from an ``ObjectKeyMap``
 (standard JSON cannot express it).
+
+A topic's or group's 5.x attributes come as alterations (``+name=value``, ``-name``: the
+``attributes`` header field of ``UPDATE_AND_CREATE_TOPIC``, the body's ``attributes`` of
+``UPDATE_AND_CREATE_SUBSCRIPTIONGROUP``) merged into what it has, by
+:mod:`pymq.broker.attributes`; an update without them keeps them.
 """
 
 from __future__ import annotations
 
+from pymq.broker.attributes import GROUP_ATTRIBUTES, TOPIC_ATTRIBUTES, alter_attributes, parse_alterations
 from pymq.broker.subscription_group import SubscriptionGroupConfig
 from pymq.broker.topic_config import TopicConfig
 from pymq.broker.validators import group_problem, is_internal_topic, is_system_topic, topic_problem
@@ -114,8 +120,12 @@ class AdminProcessor:
         tc = TopicConfig(topic, req_int(ext, "readQueueNums"), req_int(ext, "writeQueueNums"),
                          opt_int(ext, "perm", 6), opt_str(ext, "topicFilterType") or "SINGLE_TAG",
                          opt_int(ext, "topicSysFlag"), (opt_str(ext, "order") or "false").lower() == "true")
+        tcm = self.broker.topic_config_manager
         try:
-            self.broker.topic_config_manager.update_topic_config(tc)
+            current = tcm.get(topic)
+            tc.attributes = alter_attributes(current is None, TOPIC_ATTRIBUTES, current.attributes if current else {},
+                                             parse_alterations(opt_str(ext, "attributes")))
+            tcm.update_topic_config(tc)
         except ValueError as e:
             raise RequestError(ResponseCode.SYSTEM_ERROR, str(e)) from None
         return cmd.response(ResponseCode.SUCCESS)
@@ -171,9 +181,13 @@ class AdminProcessor:
         name = doc.get("groupName") if isinstance(doc, dict) else None
         if group_problem(name) is not None:
             raise RequestError(ResponseCode.SYSTEM_ERROR, group_problem(name))
+        sgm = self.broker.subscription_group_manager
         try:
             cfg = SubscriptionGroupConfig.from_json(name, doc)
-            self.broker.subscription_group_manager.update_subscription_group_config(cfg)
+            current = sgm.get(name)
+            cfg.attributes = alter_attributes(current is None, GROUP_ATTRIBUTES, current.attributes if current else {},
+                                              cfg.attributes)
+            sgm.update_subscription_group_config(cfg)
         except (TypeError, ValueError) as e:
             raise RequestError(ResponseCode.SYSTEM_ERROR, str(e)) from None
         return cmd.response(ResponseCode.SUCCESS)
