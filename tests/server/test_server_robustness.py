@@ -168,16 +168,22 @@ def test_max_topics_caps_what_sends_create(server_factory):
 
 
 def test_no_auto_create_topic(server_factory):
+    """Routes and sends of an unknown topic are TOPIC_NOT_FOUND with the message of RocketMQ
+    5's proxy (rocketmq-clients' Node.js test 'should startup fail when topic not exists'
+    matches its "CODE: 17  DESC: No topic route info ..." part)."""
     from rocketmq.grpc_protocol import definition_pb2 as pb, service_pb2 as svc, MessagingServiceStub
     srv = server_factory("--no-auto-create-topic")
+    proxy_says = ("CODE: 17  DESC: No topic route info in name server for the topic: Unknown\n"
+                  "For more information, please visit the url, https://rocketmq.apache.org/docs/bestPractice/06FAQ")
     with grpc.insecure_channel(srv.endpoint) as ch:
         stub = MessagingServiceStub(ch)
         route = svc.QueryRouteRequest()
         route.topic.name = "Unknown"
-        assert stub.QueryRoute(route, timeout=5).status.code == pb.Code.TOPIC_NOT_FOUND
+        status = stub.QueryRoute(route, timeout=5).status
+        assert (status.code, status.message) == (pb.Code.TOPIC_NOT_FOUND, proxy_says)
         req = svc.SendMessageRequest()
         m = req.messages.add(body=b"x")
         m.topic.name = "Unknown"
         m.system_properties.message_id = "ID1"
         resp = stub.SendMessage(req, metadata=[("x-mq-client-id", "raw")], timeout=5)
-        assert resp.status.code == pb.Code.TOPIC_NOT_FOUND
+        assert (resp.status.code, resp.status.message) == (pb.Code.TOPIC_NOT_FOUND, proxy_says)

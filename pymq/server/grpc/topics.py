@@ -3,7 +3,9 @@
 
 A topic the broker does not know is described with the broker's default queue number when
 ``auto_create_topic_enable`` is on (so that a producer can route its first send, which then
-creates it), and is ``TOPIC_NOT_FOUND`` otherwise.
+creates it), and is ``TOPIC_NOT_FOUND`` otherwise, with the message RocketMQ 5's proxy
+gives (the name server's 17 as its ``MQClientException`` prints it); when auto-creation is
+on but ``max_topics`` is reached, pymq's reason follows it.
 """
 
 from __future__ import annotations
@@ -31,6 +33,21 @@ class TopicView(NamedTuple):
     message_type: Optional[str] = None
 
 
+#: the status message of RocketMQ 5's proxy for a topic the name server has no route for
+NO_ROUTE = ("CODE: 17  DESC: No topic route info in name server for the topic: {topic}\n"
+            "For more information, please visit the url, https://rocketmq.apache.org/docs/bestPractice/06FAQ")
+
+
+def no_route(broker, topic: str) -> RequestError:
+    """``TOPIC_NOT_FOUND`` for ``topic``, worded as RocketMQ 5's proxy words it."""
+    message = NO_ROUTE.format(topic=topic)
+    if broker.broker_config.auto_create_topic_enable:
+        why = broker.topic_config_manager.why_not_created(topic)
+        if why:
+            message += f"\n(pymq: {why})"
+    return RequestError(Code.TOPIC_NOT_FOUND, message)
+
+
 def _from_config(name: str, cfg) -> TopicView:
     return TopicView(name, int(cfg.read_queue_nums), int(cfg.write_queue_nums), int(cfg.perm), True,
                      declared_message_type(cfg))
@@ -42,8 +59,7 @@ def find_topic(broker, topic: str) -> TopicView:
     tcm = broker.topic_config_manager
     cfg = tcm.select_or_default_topic_config(topic)
     if cfg is None:
-        why = tcm.why_not_created(topic)
-        raise RequestError(Code.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist" + (f" ({why})" if why else ""))
+        raise no_route(broker, topic)
     return _from_config(topic, cfg)._replace(exists=tcm.select_topic_config(topic) is not None)
 
 
@@ -58,5 +74,5 @@ def topic_for_send(broker, topic: str) -> TopicView:
     tcm = broker.topic_config_manager
     cfg = tcm.create_topic_in_send_message_method(topic)
     if cfg is None:             # refused since find_topic looked (another send took the last place)
-        raise RequestError(Code.TOPIC_NOT_FOUND, f"topic {topic!r} does not exist ({tcm.why_not_created(topic)})")
+        raise no_route(broker, topic)
     return _from_config(topic, cfg)
