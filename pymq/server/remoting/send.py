@@ -20,7 +20,10 @@ so), the born time and the connection's address as the born host. As RocketMQ 4.
 * a transaction-prepared ``sysFlag`` stores a half message (see ``transaction.py``);
 * ``DELAY`` delays by level; ONS's ``__STARTDELIVERTIME`` (ms) delivers at that time.
 
-A batch comes as ``SEND_BATCH_MESSAGE``, or as a single send with ``batch`` (``m``) set.
+A batch comes as ``SEND_BATCH_MESSAGE``, or as a single send with ``batch`` (``m``) true.
+RocketMQ's broker reads that flag with ``Boolean.parseBoolean``, so the C++ client's
+``m=1`` is false and its batch is stored as one message whose body is the encoded batch;
+so is it here.
 The answer carries ``msgId`` (the offset message id: store host + commit-log offset, the
 id clients compute for pulled records), ``queueId`` and ``queueOffset``. A batch body is
 ``MessageDecoder.encodeMessages``' layout, one entry per message::
@@ -183,7 +186,7 @@ class SendMessageProcessor:
 
     def send_message(self, conn, cmd):
         h = send_header(cmd.ext_fields, cmd.code == RequestCode.SEND_MESSAGE_V2)
-        if opt_bool(h, "batch"):          # a batch sent with a single-message code (C++ clients)
+        if opt_bool(h, "batch"):          # a batch sent with a single-message code and batch=true
             return self.send_batch_message(conn, cmd)
         topic = require(h, "topic")
         queue_id = req_int(h, "queueId")
