@@ -33,6 +33,11 @@ repository uses:
   message types, which RocketMQ 5 refuses); the lite consumer binds ``parent-topic``, the
   lite producer's. Consumers start first, then the producers run one by one; an example
   passes when it printed no exception and sent (or consumed) all its messages. pymq only.
+- **RocketMQ's e2e suite for the 4.x C++ client** (``cpp-e2e``, github.com/apache/
+  rocketmq-e2e ``cpp/rocketmq-client-cpp-tests/cpp4.x``), built against rocketmq-client-cpp
+  2.2.0 with Debian's libraries (:mod:`client_suites_cpp` says which and how), each test in
+  its own process. Run against both servers. Not in the default ``--suites``: building
+  takes about 15 minutes and needs those packages.
 
 Servers start fresh for each suite. Printed: a table of suite, server, passed/total and
 each failure with its known cause (``KNOWN_CAUSES``), else "unexplained".
@@ -51,6 +56,7 @@ import time
 
 from client_suites_env import (REPO, AddressServer, PymqServe, check, create_topic, find_rocketmq_home,
                                git_checkout, mocha_report, node_env, npm_install, npm_version, rocketmq_server, run)
+from client_suites_cpp import build_client, build_suite, run_cpp_e2e
 from client_suites_python import run_python_examples
 
 #: the failures seen and understood: (suite, words of the test's title) -> why it fails
@@ -223,6 +229,10 @@ def main() -> None:
     ap.add_argument("--ali-ons-git", default="https://github.com/ali-sdk/ali-ons.git")
     ap.add_argument("--clients-git", default="https://github.com/apache/rocketmq-clients.git")
     ap.add_argument("--clients-ref", default="master", help="rocketmq-clients commit, tag or branch")
+    ap.add_argument("--e2e-git", default="https://github.com/apache/rocketmq-e2e.git")
+    ap.add_argument("--e2e-ref", default="master")
+    ap.add_argument("--cpp-client-git", default="https://github.com/apache/rocketmq-client-cpp.git")
+    ap.add_argument("--cpp-client-ref", default="2.2.0")
     ap.add_argument("--json", help="write the results here too")
     args = ap.parse_args()
     work = pathlib.Path(args.work).resolve()
@@ -251,6 +261,16 @@ def main() -> None:
             try:
                 rows.append(("python", "pymq", run_python_examples(server, work / "rocketmq-clients" / "python" /
                                                                    "example", work / "python-examples")))
+            finally:
+                server.stop()
+    if "cpp-e2e" in suites:
+        client = build_client(args.cpp_client_git, args.cpp_client_ref, work)
+        suite = build_suite(args.e2e_git, args.e2e_ref, work, client)
+        sources["cpp-e2e"] = f"rocketmq-e2e cpp4.x ({args.e2e_ref}) on rocketmq-client-cpp {args.cpp_client_ref}"
+        for kind in servers:
+            server = start(kind, args, work / f"run-cpp-e2e-{kind}")
+            try:
+                rows.append(("cpp-e2e", kind, run_cpp_e2e(suite, client, server, work / f"cpp-e2e-{kind}")))
             finally:
                 server.stop()
     print_table(rows, sources)

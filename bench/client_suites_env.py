@@ -237,3 +237,39 @@ def node_env(home: pathlib.Path, **extra: str) -> dict:
     env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
     env.update(HOME=str(home), **extra)
     return env
+
+
+def mqadmin_main(argv: list) -> int:
+    """``updateTopic -t T [-n NAMESRV] [-b BROKER] [-c CLUSTER] [-a ATTRIBUTES]`` as mqadmin
+    5.x runs it (the e2e suite shells out to mqadmin): the request to the broker given, or
+    to the one broker of the name server's cluster; prints what mqadmin prints."""
+    if not argv or argv[0] != "updateTopic":
+        print(f"only updateTopic is served here, not {argv[:1]}")
+        return 1
+    opts = dict(zip(argv[1::2], argv[2::2]))
+
+    class Target:
+        namesrv = opts.get("-n", "127.0.0.1:9876")
+        address = opts.get("-b") or _broker_of(opts.get("-n", "127.0.0.1:9876"))
+
+    create_topic(Target, opts["-t"], queues=int(opts.get("-r", 8)), attributes=opts.get("-a"))
+    print(f"create topic to {Target.address} success.")
+    return 0
+
+
+def _broker_of(namesrv: str) -> str:
+    """The master address of the first broker the name server knows (GET_BROKER_CLUSTER_INFO)."""
+    header = json.dumps({"code": 106, "language": "JAVA", "version": 407, "opaque": 1, "flag": 0}).encode()
+    host, port = namesrv.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall(struct.pack(">ii", 4 + len(header), len(header)) + header)
+        data = b""
+        while len(data) < 8 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
+            data += s.recv(65536)
+    hlen = struct.unpack(">i", data[4:8])[0] & 0xFFFFFF
+    body = data[8 + hlen:].decode()
+    return re.search(r'"0":"([^"]+)"', body).group(1)
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["mqadmin"]:
+    sys.exit(mqadmin_main(sys.argv[2:]))
