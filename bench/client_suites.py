@@ -66,7 +66,17 @@ KNOWN_CAUSES = {
     ("ali-ons", "should invoke ok though channel not ready"):
         "Aliyun only: expects the cloud name server's '__accessKey is blank' for an unsigned request",
     ("ali-ons", "reconsumeTimes gt maxReconsumeTimes"):
-        "timing: two redeliveries (10 s, 30 s) must land in a fixed 60 s window after a rebalance",
+        "timing: two redeliveries (10 s, 30 s) must land in a fixed 60 s window after a rebalance "
+        "(seen failing on RocketMQ 4.9.7 only, once)",
+    ("ali-ons", "should retry(fall to local) if process failed"):
+        "timing: the message must come back within the test's 120 s after a re-subscription "
+        "(seen failing on RocketMQ 4.9.7 only, once)",
+    ("cpp-e2e", "BatchProducerTest"):
+        "the client flags its batch m=1, which RocketMQ's broker reads as false (Boolean.parseBoolean): "
+        "the batch is stored as one message, the consumer never gets the ten (fails on RocketMQ 4.9.7 alike)",
+    ("cpp-e2e", "ClusterTest.testBroadcastConsume"):
+        "race in the test: the second broadcast consumer starts from the last offset and may rebalance after "
+        "the sends (fails on RocketMQ 4.9.7 and pymq alike, not every run)",
     ("nodejs", "should startup fail when topic not exists"):
         "pymq by default routes a topic that does not exist (gRPC auto-creation; RocketMQ 5's proxy: "
         "TOPIC_NOT_FOUND); with --no-auto-create-topic pymq answers as the proxy does, and the test fails as on "
@@ -234,7 +244,12 @@ def main() -> None:
     ap.add_argument("--cpp-client-git", default="https://github.com/apache/rocketmq-client-cpp.git")
     ap.add_argument("--cpp-client-ref", default="2.2.0")
     ap.add_argument("--json", help="write the results here too")
+    ap.add_argument("--table", metavar="JSON", help="only print the table of an earlier run's --json")
     args = ap.parse_args()
+    if args.table:
+        done = json.loads(pathlib.Path(args.table).read_text())
+        print_table(done["rows"], done["sources"])
+        return
     work = pathlib.Path(args.work).resolve()
     work.mkdir(parents=True, exist_ok=True)
     suites, servers = args.suites.split(","), args.servers.split(",")

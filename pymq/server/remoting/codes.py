@@ -60,7 +60,6 @@ class RequestCode:
     DELETE_EXPIRED_COMMITLOG = 329
 
 
-
 class ResponseCode:
     """RocketMQ's response codes."""
 
