@@ -7,6 +7,7 @@ purpose the field's comment says so.
 from __future__ import annotations
 
 import dataclasses
+from typing import Optional
 
 from .errors import PymqError
 from .status import FlushDiskType
@@ -124,6 +125,24 @@ class StoreConfig:
     max_transfer_bytes_on_message_in_disk: int = 65_536
     access_message_in_memory_max_ratio: int = 40  # percent of RAM
 
+    # -- replication (RocketMQ 4.x master/slave HA, docs/replication.md) ---------------
+    # brokerRole: ASYNC_MASTER, SYNC_MASTER (a put is acknowledged once a slave has its
+    # bytes: FLUSH_SLAVE_TIMEOUT / SLAVE_NOT_AVAILABLE otherwise) or SLAVE (puts refused with
+    # SERVICE_NOT_AVAILABLE; the commit log is the master's, replicated byte for byte).
+    broker_role: str = "ASYNC_MASTER"
+    # A master serves its HA port here (RocketMQ: haListenPort, listenPort + 1 = 10912).
+    # pymq's: None (the default for an embedded store) opens no port; ``pymq serve`` sets
+    # it to its listen port + 1. The host is loopback unless told otherwise.
+    ha_listen_port: Optional[int] = None
+    ha_listen_host: str = "127.0.0.1"
+    # A slave replicates from this master HA address ("host:port"; haMasterAddress). None:
+    # until one is given (pymq serve learns it from the name server's registration answer).
+    ha_master_address: Optional[str] = None
+    ha_send_heartbeat_interval: int = 5_000       # ms (haSendHeartbeatInterval)
+    ha_housekeeping_interval: int = 20_000        # ms (haHousekeepingInterval)
+    ha_transfer_batch_size: int = 32 * 1024       # bytes per frame (haTransferBatchSize)
+    ha_max_gap_not_in_sync: int = 256 * _MiB      # haMaxGapNotInSync
+
     # -- persisted tables ---------------------------------------------------------------
     flush_delay_offset_interval: int = 10_000     # ms
     flush_consumer_offset_interval: int = 5_000   # ms
@@ -166,6 +185,13 @@ class StoreConfig:
         if not 0 < self.disk_space_clean_forcibly_ratio <= self.disk_space_warning_level_ratio < 1:
             raise PymqError("disk ratios need 0 < disk_space_clean_forcibly_ratio <= "
                             "disk_space_warning_level_ratio < 1")
+        if self.broker_role not in ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE"):
+            raise PymqError(f"broker_role must be ASYNC_MASTER, SYNC_MASTER or SLAVE, not {self.broker_role!r}")
+        if self.ha_listen_port is not None and not 0 <= self.ha_listen_port <= 65535:
+            raise PymqError("ha_listen_port must be None (no HA port) or in [0, 65535] (0: any free port)")
+        if self.ha_send_heartbeat_interval < 1 or self.ha_housekeeping_interval < 1 \
+                or self.ha_transfer_batch_size < 1 or self.ha_max_gap_not_in_sync < 1:
+            raise PymqError("HA intervals, the transfer batch size and the gap must be positive")
         if self.clean_resource_interval < 1 or self.delete_commitlog_files_interval < 0 \
                 or self.delete_consume_queue_files_interval < 0 or self.delete_files_batch_max < 1:
             raise PymqError("cleaning intervals must be >= 0 (the pass interval >= 1) and the batch >= 1")
