@@ -92,7 +92,7 @@ def _unescape(text: str) -> str:
 def _logical_lines(text: str):
     pending = ""
     for raw in text.splitlines():
-        line = raw.lstrip() if not pending else raw.lstrip()
+        line = raw.lstrip()
         if not pending and (not line or line[0] in "#!"):
             continue
         trailing = len(line) - len(line.rstrip("\\"))
