@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+from concurrent.futures import Future
 from typing import Any, Callable, Optional
 
 from pymq.config import StoreConfig
@@ -23,6 +24,7 @@ from pymq.message_store import MessageStore
 from pymq.status import PutMessageStatus
 
 from .broker_config import BrokerConfig
+from .broker_role import SLAVE, check_writable, refused_put
 from .broker_stats import broker_stats
 from .client_manager import ClientManager
 from .lite_subscriptions import LiteSubscriptionRegistry
@@ -77,6 +79,8 @@ class Broker(MessageStore):
             #: ``stats()["server"]["warnings"]`` and the metrics
             self.server_warnings: list[dict] = []
             self._registered_groups: set[str] = set()     # groups whose retry topic exists
+            if self.is_slave:
+                self._refuse_puts()
         except BaseException:
             super().shutdown()
             raise
@@ -84,19 +88,61 @@ class Broker(MessageStore):
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> "Broker":
-        """Start the store, then the broker's services (revive, transaction check)."""
+        """Start the store, then the broker's services (revive, transaction check); on a
+        slave neither, nor delay-level and timer delivery (:mod:`.broker_role`)."""
         if self._running:
             return self
+        if self.is_slave:
+            self._hold_master_services()
         super().start()
-        self.pop_service.start()
-        self.transaction_service.start()
+        if not self.is_slave:
+            self.pop_service.start()
+            self.transaction_service.start()
         return self
+
+    # -- role (brokerRole) ---------------------------------------------------------------------
+
+    @property
+    def broker_role(self) -> str:
+        """``ASYNC_MASTER``, ``SYNC_MASTER`` or ``SLAVE`` (the store's ``broker_role``)."""
+        return self.config.broker_role
+
+    @property
+    def is_slave(self) -> bool:
+        """True on a slave: no writes of its own, its tables synced from the master."""
+        return self.config.broker_role == SLAVE
+
+    def _refuse_puts(self) -> None:
+        """A slave's puts return ``SERVICE_NOT_AVAILABLE`` and write nothing, as 4.9.7's
+        store answers them (``checkStoreStatus``). Bound on the instance, so a master's put
+        path stays as it is."""
+        def refuse(*args, **kwargs):
+            self._check_open()
+            return refused_put()
+
+        def refuse_async(*args, **kwargs):
+            done: Future = Future()
+            done.set_result(refuse())
+            return done
+        self.put_message = self.put_messages = self.put_bodies = refuse
+        self.async_put_message = self.async_put_messages = self.async_put_bodies = refuse_async
+
+    def _hold_master_services(self) -> None:
+        """Delay-level and timer delivery write records: on a slave they do not start
+        (4.9.7's ``handleScheduleMessageService`` runs the schedule service on a master
+        only). Their offsets stay as the store has them (the slave sync writes the delay
+        offsets, :mod:`pymq.server.remoting.slave_sync`)."""
+        def held() -> None:
+            return None
+        self.schedule_service.start = held
+        self.delay_offset_persist_service.start = held
+        self.timer_service.start = held
 
     def shutdown(self) -> None:
         """Stop the broker's services, persist its tables, then shut the store down."""
         if self._closed:
             return
-        if self._running:
+        if self._running and not self.is_slave:
             self.transaction_service.shutdown()
             self.pop_service.shutdown()
         self.topic_config_manager.close()
@@ -182,22 +228,26 @@ class Broker(MessageStore):
         group for ``invisible_time_ms``, waiting up to ``timeout_s`` when there are none;
         see :class:`~pymq.broker.pop_service.PopMessageService`."""
         self._check_open()
+        check_writable(self.broker_role, "pop")
         return self.pop_service.pop_message(group, topic, max_nums, invisible_time_ms, tags, timeout_s)
 
     def ack_message(self, receipt_handle: str):
         """Remove a popped message for good."""
         self._check_open()
+        check_writable(self.broker_role, "ack")
         return self.pop_service.ack_message(receipt_handle)
 
     def forward_to_dead_letter(self, receipt_handle: str) -> None:
         """Move a popped message to ``%DLQ%{group}`` now and ack it (5.x
         ``ForwardMessageToDeadLetterQueue``); a stale handle moves nothing."""
         self._check_open()
+        check_writable(self.broker_role, "forwarding to the dead-letter queue")
         self.pop_service.forward_to_dead_letter(receipt_handle)
 
     def change_invisible_time(self, receipt_handle: str, invisible_time_ms: int) -> str:
         """Hide a popped message for ``invisible_time_ms`` from now; returns its new handle."""
         self._check_open()
+        check_writable(self.broker_role, "changing the invisible time")
         return self.pop_service.change_invisible_time(receipt_handle, invisible_time_ms)
 
     def delete_topic(self, topic: str) -> bool:
@@ -229,6 +279,7 @@ class Broker(MessageStore):
         :class:`~pymq.broker.recall.RecallTooLateError`, or
         :class:`~pymq.errors.StoreStateError` when the store refuses the delete mark."""
         self._check_open()
+        check_writable(self.broker_role, "recall")
         mark = delete_mark(topic, recall_handle)
         r = self.put_message(mark)
         if r.status is PutMessageStatus.WHEEL_TIMER_MSG_ILLEGAL:
@@ -242,11 +293,14 @@ class Broker(MessageStore):
     def put_half_message(self, msg, producer_group: str = "DEFAULT_PRODUCER"):
         """Store a prepared (half) message, invisible until ``end_transaction`` commits it."""
         self._check_open()
+        if self.is_slave:
+            return refused_put()
         return self.transaction_service.put_half_message(msg, producer_group)
 
     def end_transaction(self, handle, commit: bool = True):
         """Commit (make visible in its topic and queue) or roll back a half message."""
         self._check_open()
+        check_writable(self.broker_role, "ending a transaction")
         return self.transaction_service.end_transaction(handle, commit)
 
     def set_transaction_checker(self, checker: Optional[Callable]) -> None:

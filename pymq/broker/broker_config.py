@@ -45,6 +45,14 @@ class BrokerConfig:
     max_lmq_consume_queue_num: int = 20_000      # maxLmqConsumeQueueNum: LMQs (lite topics) at most
     max_lite_subscription_count: int = 100_000   # pymq: (client, lite topic) subscriptions at most
 
+    # -- replication (master / slave) --------------------------------------------------
+    # slaveReadEnable: pulls may be steered to a slave (the group's brokerId, or
+    # whichBrokerWhenConsumeSlowly when far behind); off, every pull answer suggests the master
+    slave_read_enable: bool = False
+    # pymq: seconds between a slave's metadata syncs from its master (RocketMQ: 10 s, fixed;
+    # tests set it small)
+    slave_sync_interval_s: float = 10.0
+
     # -- transactions -----------------------------------------------------------------
     transaction_timeout: int = 6_000             # transactionTimeOut: a half this old is checked
     transaction_check_max: int = 15              # transactionCheckMax: then it is discarded
@@ -63,3 +71,5 @@ class BrokerConfig:
             raise PymqError("max_reconsume_times and transaction_check_max must be >= 0")
         if min(self.pop_revive_interval, self.transaction_timeout, self.transaction_check_interval) < 1:
             raise PymqError("intervals and timeouts must be positive")
+        if not self.slave_sync_interval_s > 0:
+            raise PymqError("slave_sync_interval_s must be positive")

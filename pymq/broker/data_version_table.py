@@ -92,6 +92,12 @@ class DataVersionTable(ConfigManager):
     def validate(self, text: str) -> None:
         self._parse(text)
 
+    @property
+    def data_version(self) -> dict:
+        """``{"timestamp", "counter"}``: RocketMQ's ``DataVersion`` of the table."""
+        with self._lock:
+            return dict(self._version)
+
     # -- entries -------------------------------------------------------------------------
 
     def _changed(self) -> None:

@@ -160,6 +160,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "default: no metrics)")
     parser.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
                         help="address of the metrics page, which has no authentication (default 127.0.0.1)")
+    # -- replication: role, master, HA port, broker.conf (docs/server.md, Master and slave) --
+    from .role_options import add_role_arguments
+    add_role_arguments(parser, _port)
 
 
 async def _serve(broker, grpc_server, remoting_server, sockets: dict, interval: float) -> None:
@@ -217,9 +220,11 @@ def run(args: argparse.Namespace) -> int:
     from .exposure import bind_warnings
     from .grpc.server_config import ServerConfig
     from .remoting import RemotingConfig, RemotingServer, bind_listeners
+    from .role_options import apply_role, master_broker_address, read_broker_config
 
     logging.basicConfig(level=os.environ.get("PYMQ_LOG_LEVEL", "WARNING"),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    read_broker_config(args)
     if args.idle_timeout < 0 or args.frame_timeout < 0:
         raise PymqError("serve: --idle-timeout and --frame-timeout must be >= 0")
     try:
@@ -244,6 +249,15 @@ def run(args: argparse.Namespace) -> int:
                                  auto_create_subscription_group=not args.no_auto_create_group,
                                  transaction_timeout=args.transaction_timeout,
                                  transaction_check_interval=args.transaction_check_interval)
+    broker_config.slave_sync_interval_s = args.slave_sync_interval
+    broker_config.validate()
+    for field, dest in (("broker_name", "broker_name"), ("cluster_name", "cluster_name"),
+                        ("slave_read_enable", "slave_read_enable")):
+        if getattr(args, dest, None) is not None:        # broker.conf's (or an option's)
+            setattr(broker_config, field, getattr(args, dest))
+    for field in ("delete_when", "file_reserved_time"):
+        if getattr(args, field, None) is not None:
+            setattr(store_config, field, getattr(args, field))
     if args.message_delay_level:
         store_config.message_delay_level = args.message_delay_level
     if args.port is None and args.namesrv_port is None and args.broker_port is None:
@@ -268,6 +282,7 @@ def run(args: argparse.Namespace) -> int:
     if "broker" in sockets:
         # records carry the broker's address as their store host, as a RocketMQ broker's do
         store_config.store_host = f"{route_host(args.host, args.advertised_host)}:{sockets['broker'].getsockname()[1]}"
+    apply_role(args, store_config, sockets["broker"].getsockname()[1] if "broker" in sockets else None)
     metrics_host = getattr(args, "metrics_host", "127.0.0.1")
     if args.remoting_tls and not args.tls_cert:
         raise PymqError("serve: --remoting-tls needs --tls-cert and --tls-key")
@@ -281,6 +296,7 @@ def run(args: argparse.Namespace) -> int:
     broker.server_warnings.extend(warnings)
     loop = _new_loop()
     metrics = None
+    slave_sync = None
     try:
         broker.start()
         grpc_server = None
@@ -288,6 +304,14 @@ def run(args: argparse.Namespace) -> int:
             from .grpc import GrpcServer          # grpcio: only when gRPC is served
             grpc_server = GrpcServer(broker, cfg)
         remoting_server = RemotingServer(broker, remoting_cfg) if remoting else None
+        if broker.is_slave:
+            from .remoting.slave_sync import SlaveSynchronize
+            slave_sync = SlaveSynchronize(broker, master_broker_address(args),
+                                          own_address=remoting_server.broker_address if remoting_server else None)
+            slave_sync.start()
+            print(f"pymq serve: slave of {args.master or '(the name server names it)'}, syncing topics, groups and "
+                  f"offsets from {slave_sync.master_address or '(not known yet)'} every "
+                  f"{broker_config.slave_sync_interval_s:g} s", flush=True)
         # -- metrics: Prometheus text from store.stats() and the gRPC latencies (docs/operations.md) --
         if getattr(args, "metrics_port", None) is not None:
             from .metrics import start_metrics_server
@@ -296,6 +320,8 @@ def run(args: argparse.Namespace) -> int:
         # -- end metrics --
         loop.run_until_complete(_serve(broker, grpc_server, remoting_server, sockets, args.status_interval))
     finally:
+        if slave_sync is not None:
+            slave_sync.shutdown()
         if metrics is not None:
             metrics.stop()
         for sock in sockets.values():

@@ -155,6 +155,17 @@ class ConsumerOffsetManager(ConfigManager):
         """Raise ``ValueError`` unless :meth:`decode` would accept ``text``."""
         _parse(text)
 
+    def put_all(self, text: str) -> int:
+        """Take every ``topic@group`` entry of the table in ``text`` (a broker's
+        ``GET_ALL_CONSUMER_OFFSET`` answer), each replacing the entry of that key; entries
+        it does not name stay (RocketMQ's slave sync: ``offsetTable.putAll``). Returns the
+        number of entries taken; raises ``ValueError`` for a text that is no table."""
+        table, _ = _parse(text)
+        with self._lock:
+            self._offset_table.update(table)
+            self._mark_changed()
+        return len(table)
+
     # -- offsets -----------------------------------------------------------------------
 
     def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:

@@ -15,7 +15,10 @@ from . import names
 from .context import make_context
 from .status import Code, RequestError, ok, status, status_of
 
-
+#: what a slave answers the calls that would write (send, transaction end, recall, receive,
+#: ack, invisibility, dead-letter forward): its commit log is its master's
+SLAVE_REFUSAL = ("this broker is a slave (brokerRole SLAVE): it serves no writes and no receives, "
+                 "whose invisibility and acks are written; call its master")
 
 class MessagingService(svc_grpc.MessagingServiceServicer):
     """``apache.rocketmq.v2.MessagingService`` over a :class:`~pymq.server.grpc.GrpcServer`."""
@@ -45,6 +48,14 @@ class MessagingService(svc_grpc.MessagingServiceServicer):
             server.stats.in_flight -= 1
             if server.rpc_observer is not None:
                 observe_call(server, response_type.DESCRIPTOR.name[:-len("Response")], resp, started)
+
+    def _writing(self, handler):
+        """``handler``, refused with FORBIDDEN on a slave before the request is looked at."""
+        async def call(ctx, req):
+            if self.server.broker.is_slave:
+                raise RequestError(Code.FORBIDDEN, SLAVE_REFUSAL)
+            return await handler(ctx, req)
+        return call
 
     # -- routes and clients --------------------------------------------------------------
 
@@ -87,13 +98,16 @@ class MessagingService(svc_grpc.MessagingServiceServicer):
     # -- producing -----------------------------------------------------------------------
 
     async def SendMessage(self, request, context):
-        return await self._unary(request, context, svc.SendMessageResponse, self.server.send.send_message)
+        return await self._unary(request, context, svc.SendMessageResponse,
+                                 self._writing(self.server.send.send_message))
 
     async def EndTransaction(self, request, context):
-        return await self._unary(request, context, svc.EndTransactionResponse, self.server.transactions.end_transaction)
+        return await self._unary(request, context, svc.EndTransactionResponse,
+                                 self._writing(self.server.transactions.end_transaction))
 
     async def RecallMessage(self, request, context):
-        return await self._unary(request, context, svc.RecallMessageResponse, self.server.send.recall_message)
+        return await self._unary(request, context, svc.RecallMessageResponse,
+                                 self._writing(self.server.send.recall_message))
 
     # -- consuming -----------------------------------------------------------------------
 
@@ -109,6 +123,9 @@ class MessagingService(svc_grpc.MessagingServiceServicer):
             except RequestError as exc:
                 yield svc.ReceiveMessageResponse(status=status_of(exc))
                 return
+            if server.broker.is_slave:       # a receive writes its invisibility (pop state)
+                yield svc.ReceiveMessageResponse(status=status(Code.FORBIDDEN, SLAVE_REFUSAL))
+                return
             async for item in server.consume.receive_message(ctx, request):
                 if first is None and item.HasField("status"):
                     first = item
@@ -119,15 +136,16 @@ class MessagingService(svc_grpc.MessagingServiceServicer):
                 observe_call(server, "ReceiveMessage", first, started)
 
     async def AckMessage(self, request, context):
-        return await self._unary(request, context, svc.AckMessageResponse, self.server.consume.ack_message)
+        return await self._unary(request, context, svc.AckMessageResponse,
+                                 self._writing(self.server.consume.ack_message))
 
     async def ChangeInvisibleDuration(self, request, context):
         return await self._unary(request, context, svc.ChangeInvisibleDurationResponse,
-                                 self.server.consume.change_invisible_duration)
+                                 self._writing(self.server.consume.change_invisible_duration))
 
     async def ForwardMessageToDeadLetterQueue(self, request, context):
         return await self._unary(request, context, svc.ForwardMessageToDeadLetterQueueResponse,
-                                 self.server.consume.forward_to_dlq)
+                                 self._writing(self.server.consume.forward_to_dlq))
 
     # -- pull-style calls: not used by the official clients' Producer/SimpleConsumer/PushConsumer
 

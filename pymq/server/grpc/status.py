@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from rocketmq.grpc_protocol import definition_pb2 as pb
 
+from pymq.broker.broker_role import SlaveWriteError
 from pymq.errors import DiskFullError, StoreStateError
 
 Code = pb.Code
@@ -38,6 +39,8 @@ def status_of(exc: BaseException) -> pb.Status:
     """The status that answers a request which raised ``exc``."""
     if isinstance(exc, RequestError):
         return status(exc.code, exc.message)
+    if isinstance(exc, SlaveWriteError):
+        return status(Code.FORBIDDEN, str(exc))
     if isinstance(exc, DiskFullError):
         return status(Code.INTERNAL_SERVER_ERROR, f"disk full: {exc}")
     if isinstance(exc, StoreStateError):

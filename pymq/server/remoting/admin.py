@@ -24,6 +24,7 @@ A topic's or group's 5.x attributes come as alterations (``+name=value``, ``-nam
 from __future__ import annotations
 
 from pymq.broker.attributes import GROUP_ATTRIBUTES, TOPIC_ATTRIBUTES, alter_attributes, parse_alterations
+from pymq.broker.broker_role import ADMIN_ON_SLAVE_REMARK
 from pymq.broker.subscription_group import SubscriptionGroupConfig
 from pymq.broker.topic_config import TopicConfig
 from pymq.broker.validators import group_problem, is_internal_topic, is_system_topic, topic_problem
@@ -111,7 +112,14 @@ class AdminProcessor:
         if is_internal_topic(topic):
             raise RequestError(ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic.")
 
+    def _validate_slave(self) -> None:
+        """``validateSlave``: a slave's topics and groups are its master's (synced every
+        10 s), so changing them there is refused before the request is read."""
+        if self.broker.is_slave:
+            raise RequestError(ResponseCode.SYSTEM_ERROR, ADMIN_ON_SLAVE_REMARK)
+
     def update_and_create_topic(self, conn, cmd):
+        self._validate_slave()
         ext = cmd.ext_fields
         topic = require(ext, "topic")
         self._check_admin_topic(topic)
@@ -131,6 +139,7 @@ class AdminProcessor:
         return cmd.response(ResponseCode.SUCCESS)
 
     def delete_topic(self, conn, cmd):
+        self._validate_slave()
         topic = require(cmd.ext_fields, "topic")
         self._check_admin_topic(topic)
         return self.server.call_blocking(self._delete_topic, cmd, topic)
@@ -177,6 +186,7 @@ class AdminProcessor:
     # -- groups -------------------------------------------------------------------------------
 
     def update_and_create_subscription_group(self, conn, cmd):
+        self._validate_slave()
         doc = json_body(cmd, "subscription group")
         name = doc.get("groupName") if isinstance(doc, dict) else None
         if group_problem(name) is not None:
@@ -193,6 +203,7 @@ class AdminProcessor:
         return cmd.response(ResponseCode.SUCCESS)
 
     def delete_subscription_group(self, conn, cmd):
+        self._validate_slave()
         group = require(cmd.ext_fields, "groupName")
         self.broker.subscription_group_manager.delete_subscription_group_config(group)
         return cmd.response(ResponseCode.SUCCESS)

@@ -13,12 +13,17 @@ body as they are, never decoded into Python objects. Answers (``PullMessageProce
     OFFSET_TOO_SMALL, OFFSET_OVERFLOW_BADLY PULL_OFFSET_MOVED (21)
 
 with ``nextBeginOffset``, ``minOffset``, ``maxOffset`` and ``suggestWhichBrokerId`` always
-set. A pull with the commit-offset bit also commits ``commitOffset`` for the group (once,
-not again when a parked pull is served).
+set (0, the master, unless ``slave_read_enable``). A pull with the commit-offset bit also
+commits ``commitOffset`` for the group (once, not again when a parked pull is served).
+
+On a slave (``brokerRole`` SLAVE) pulls are served the same, except that the pull's offset
+is not committed and an offset that moved is not corrected: PULL_RETRY_IMMEDIATELY with the
+group's ``brokerId`` suggested instead of PULL_OFFSET_MOVED.
 """
 
 from __future__ import annotations
 
+from pymq.broker.broker_role import MASTER_ID
 from pymq.status import GetMessageStatus as S
 
 from ..traffic import observe
@@ -40,7 +45,7 @@ class PullRequest:
     """The fields of one PULL_MESSAGE request."""
 
     __slots__ = ("cmd", "group", "topic", "queue_id", "offset", "max_msgs", "sys_flag", "commit_offset",
-                 "suspend_ms", "tags")
+                 "suspend_ms", "tags", "group_config")
 
     def __init__(self, cmd) -> None:
         ext = cmd.ext_fields
@@ -58,6 +63,7 @@ class PullRequest:
             raise RequestError(ResponseCode.SUBSCRIPTION_PARSE_FAILED,
                                f"{expression_type} filtering is not supported, only TAG expressions")
         self.tags = opt_str(ext, "subscription") if self.sys_flag & PullSysFlag.SUBSCRIPTION else None
+        self.group_config = None
 
 
 class PullMessageProcessor:
@@ -91,8 +97,9 @@ class PullMessageProcessor:
         if req.tags is None:
             # no subscription in the request: the one the group's heartbeats registered
             req.tags = self.server.clients.subscriptions_of_group(req.group).get(req.topic)
-        if req.sys_flag & PullSysFlag.COMMIT_OFFSET and req.commit_offset >= 0:
+        if req.sys_flag & PullSysFlag.COMMIT_OFFSET and req.commit_offset >= 0 and not b.is_slave:
             b.commit_offset(req.group, req.topic, req.queue_id, req.commit_offset)
+        req.group_config = group
         response, parkable = self._serve(req)
         if parkable and req.sys_flag & PullSysFlag.SUSPEND and req.suspend_ms > 0 and not self.server.stopping:
             self.server.hold.park(conn, req, (req.topic, req.queue_id), req.offset,
@@ -103,6 +110,15 @@ class PullMessageProcessor:
     def serve(self, req: PullRequest):
         """The response to ``req`` now, never parked (a parked pull served again)."""
         return self._serve(req)[0]
+
+    def _suggest(self, req: PullRequest, r) -> int:
+        """``suggestWhichBrokerId``: the master, unless ``slave_read_enable``; then the
+        group's ``whichBrokerWhenConsumeSlowly`` when the pull is far behind (its data no
+        longer in memory), else the group's ``brokerId`` (4.9.7's PullMessageProcessor)."""
+        g = req.group_config
+        if not self.broker.broker_config.slave_read_enable or g is None:
+            return MASTER_ID
+        return g.which_broker_when_consume_slowly if r.suggest_pulling_from_slave else g.broker_id
 
     def _serve(self, req: PullRequest):
         cmd = req.cmd
@@ -118,8 +134,14 @@ class PullMessageProcessor:
             code = ResponseCode.PULL_NOT_FOUND if req.offset == 0 else ResponseCode.PULL_OFFSET_MOVED
         elif code is None:
             code = ResponseCode.PULL_RETRY_IMMEDIATELY
+        suggest = self._suggest(req, r)
+        if code == ResponseCode.PULL_OFFSET_MOVED and self.broker.is_slave:
+            # a slave does not correct the offset (offsetCheckInSlave false): the client is
+            # told to retry, at the group's broker
+            code = ResponseCode.PULL_RETRY_IMMEDIATELY
+            suggest = req.group_config.broker_id if req.group_config is not None else MASTER_ID
         ext = {"nextBeginOffset": r.next_begin_offset, "minOffset": r.min_offset, "maxOffset": r.max_offset,
-               "suggestWhichBrokerId": 0}
+               "suggestWhichBrokerId": suggest}
         body = b""
         if code == ResponseCode.SUCCESS:
             body = r.buffers

@@ -34,6 +34,7 @@ id clients compute for pulled records), ``queueId`` and ``queueOffset``. A batch
 
 from __future__ import annotations
 
+import os
 import random
 import struct
 
@@ -61,6 +62,55 @@ _PUT_CODES = {
     P.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
     P.OS_PAGECACHE_BUSY: ResponseCode.SYSTEM_BUSY,
 }
+
+
+#: put statuses whose message is in the log: the send is answered with its id and offsets
+#: (``sendOK`` in 4.9.7's ``handlePutMessageResult``), under the status's own code
+_STORED = frozenset({P.PUT_OK, P.FLUSH_DISK_TIMEOUT, P.FLUSH_SLAVE_TIMEOUT, P.SLAVE_NOT_AVAILABLE})
+#: of those, the ones ``PutMessageResult.is_ok`` does not count (a SYNC_MASTER's put that no
+#: slave confirmed): the result's ids are read as for an OK put
+_STORED_NOT_REPLICATED = frozenset({P.FLUSH_SLAVE_TIMEOUT, P.SLAVE_NOT_AVAILABLE})
+
+
+def _disk_ratio(path: str) -> float:
+    """``UtilAll.getDiskPartitionSpaceUsedPercent``: the used share of ``path``'s partition
+    (0..1, rounded up to a hundredth), -1 when it cannot be measured."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return -1.0
+    used = (st.f_blocks - st.f_bfree) * st.f_frsize
+    entire = used + st.f_bavail * st.f_frsize
+    if st.f_blocks <= 0 or entire <= 0:
+        return -1.0
+    return (used * 100 // entire + (1 if used * 100 % entire else 0)) / 100.0
+
+
+def disk_util(store_path: str) -> str:
+    """4.9.7's ``diskUtil()`` text: the used ratios of the commit log's, consume queues' and
+    index's partitions."""
+    ratios = [_disk_ratio(os.path.join(store_path, d)) for d in ("commitlog", "consumequeue", "index")]
+    return "CL: %5.2f CQ: %5.2f INDEX: %5.2f" % tuple(ratios)
+
+
+def service_not_available_remark(store_path: str) -> str:
+    """4.9.7's remark of a send answered SERVICE_NOT_AVAILABLE (a slave, a full disk, a
+    store shutting down)."""
+    return ("service not available now. It may be caused by one of the following reasons: the broker's disk is "
+            f"full [{disk_util(store_path)}], messages are put to the slave, message store has been shut down, etc.")
+
+
+def _stored_ids(r):
+    """(msg id, queue offset) of a stored put, also when a SYNC_MASTER's slave did not
+    confirm it (``is_ok`` is False then, the record is in the log all the same)."""
+    if r.status in _STORED_NOT_REPLICATED and r.msg_id is None:
+        status = r.status
+        r.set_status(P.PUT_OK)
+        try:
+            return r.msg_id, r.queue_offset
+        finally:
+            r.set_status(status)
+    return r.msg_id, r.queue_offset
 
 
 _DELAY_PROPERTIES = ("DELAY", START_DELIVER_TIME, "TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS")
@@ -233,13 +283,16 @@ class SendMessageProcessor:
     def _answer(self, cmd, r, queue_id: int, kind: tuple):
         """The response to a put; ``kind`` is (topic, message type) for the metrics."""
         code = _PUT_CODES.get(r.status, ResponseCode.SYSTEM_ERROR)
-        if not r.is_ok():
+        if r.status not in _STORED:
+            if r.status is P.SERVICE_NOT_AVAILABLE:
+                return cmd.response(code, service_not_available_remark(self.broker.store_path))
             return cmd.response(code, f"{r.status.name}: {r.error or ''}".rstrip(": "))
         server = self.server
         server.stats.sent += max(r.msg_num, 1)
         if server.in_observer is not None:
             observe(server, server.in_observer, kind[0], kind[1], max(r.msg_num, 1), r.wrote_bytes)
-        ext = {"msgId": r.msg_id, "queueId": queue_id, "queueOffset": r.queue_offset,
+        msg_id, queue_offset = _stored_ids(r)
+        ext = {"msgId": msg_id, "queueId": queue_id, "queueOffset": queue_offset,
                "MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}
         return cmd.response(code, None, ext)
 
@@ -289,5 +342,7 @@ class SendMessageProcessor:
         except SendBackError as e:
             return cmd.response(ResponseCode.SYSTEM_ERROR, str(e))
         if not r.is_ok():
-            return cmd.response(_PUT_CODES.get(r.status, ResponseCode.SYSTEM_ERROR), r.status.name)
+            # 4.9.7 answers every put status but PUT_OK with SYSTEM_ERROR and the status's
+            # name (asyncConsumerSendMsgBack), SERVICE_NOT_AVAILABLE on a slave included
+            return cmd.response(ResponseCode.SYSTEM_ERROR, r.status.name)
         return cmd.response(ResponseCode.SUCCESS)

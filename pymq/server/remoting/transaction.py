@@ -56,6 +56,8 @@ class EndTransactionProcessor:
         ext = cmd.ext_fields
         offset = req_int(ext, "commitLogOffset")
         kind = opt_int(ext, "commitOrRollback")
+        if self.broker.is_slave:        # 4.9.7: before anything, no remark
+            return cmd.response(ResponseCode.SLAVE_NOT_AVAILABLE)
         if kind not in (COMMIT_TYPE, ROLLBACK_TYPE):
             return cmd.response(ResponseCode.SUCCESS)        # unknown: open until the next check
         return self.server.call(self._end, cmd, offset, kind == COMMIT_TYPE)
