@@ -285,7 +285,9 @@ class SendMessageProcessor:
         code = _PUT_CODES.get(r.status, ResponseCode.SYSTEM_ERROR)
         if r.status not in _STORED:
             if r.status is P.SERVICE_NOT_AVAILABLE:
-                return cmd.response(code, service_not_available_remark(self.broker.store_path))
+                # 4.9.7's remark, then pymq's reason when the store gave one (a full disk)
+                why = f" (pymq: {r.error})" if r.error else ""
+                return cmd.response(code, service_not_available_remark(self.broker.store_path) + why)
             return cmd.response(code, f"{r.status.name}: {r.error or ''}".rstrip(": "))
         server = self.server
         server.stats.sent += max(r.msg_num, 1)
