@@ -53,6 +53,7 @@ def _check_ports(args: argparse.Namespace) -> None:
     metrics_host = getattr(args, "metrics_host", args.host)
     wanted = [("gRPC (--port)", args.host, args.port), ("name server (--namesrv-port)", args.host, args.namesrv_port),
               ("broker (--broker-port)", args.host, args.broker_port),
+              ("VIP channel (--vip-port)", args.host, args.vip_port),
               ("metrics (--metrics-port)", metrics_host, getattr(args, "metrics_port", None))]
     seen: dict = {}
     for what, host, port in wanted:
@@ -79,6 +80,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="4.x name server port (default 9876; 0 picks one; off: none)")
     parser.add_argument("--broker-port", type=_port, default=10911,
                         help="4.x broker (remoting) port (default 10911; 0 picks one; off: none)")
+    parser.add_argument("--vip-port", type=_port, default=-1, metavar="P",
+                        help="second broker listener, RocketMQ's VIP channel (fastListenPort), where a RocketMQ "
+                             "slave fetches its master's topics (default: the broker port - 2 when the broker "
+                             "port is fixed, else off; 0 picks one; off: none)")
     parser.add_argument("--message-delay-level", default=None, metavar="LEVELS",
                         help="the delay levels, e.g. \"1s 5s 10s 30s 1m ...\" (RocketMQ's messageDelayLevel; "
                              "retries are delayed by level 3 + attempts)")
@@ -181,6 +186,9 @@ async def _serve(broker, grpc_server, remoting_server, sockets: dict, interval: 
             if "broker" in ports:
                 print(f"pymq serve: broker listening on {host}:{ports['broker']} (RocketMQ 4 remoting, "
                       f"advertised as {remoting_server.broker_address})", flush=True)
+            if "vip" in ports:
+                print(f"pymq serve: broker's VIP channel listening on {host}:{ports['vip']} (fastListenPort)",
+                      flush=True)
         if grpc_server is not None:
             port = await grpc_server.start()
             cfg = grpc_server.config
@@ -262,7 +270,10 @@ def run(args: argparse.Namespace) -> int:
         store_config.message_delay_level = args.message_delay_level
     if args.port is None and args.namesrv_port is None and args.broker_port is None:
         raise PymqError("serve: every listener is off (--port, --namesrv-port, --broker-port)")
+    if args.vip_port == -1:             # default: RocketMQ's layout, fastListenPort = listenPort - 2
+        args.vip_port = args.broker_port - 2 if args.broker_port and args.broker_port > 2 else None
     remoting_cfg = RemotingConfig(host=args.host, namesrv_port=args.namesrv_port, broker_port=args.broker_port,
+                                  vip_port=args.vip_port,
                                   advertised_host=args.advertised_host, access_key=args.access_key or None,
                                   secret_key=args.secret_key or None, idle_timeout_s=args.idle_timeout,
                                   tls_cert=args.tls_cert if args.remoting_tls else None,

@@ -57,6 +57,10 @@ class RemotingConfig:
     host: str = "127.0.0.1"
     namesrv_port: Optional[int] = 9876
     broker_port: Optional[int] = 10911
+    # RocketMQ's "VIP channel" (fastListenPort, the broker port - 2): a second listener of
+    # the broker's requests. A RocketMQ slave fetches its master's topics there
+    # (SlaveSynchronize), and 4.x clients with vipChannelEnabled send there. None: off.
+    vip_port: Optional[int] = None
     advertised_host: Optional[str] = None
     access_key: Optional[str] = None
     secret_key: Optional[str] = None
@@ -79,7 +83,7 @@ class RemotingConfig:
     wait_time_ms_in_send_queue: int = 200           # waitTimeMillsInSendQueue; 0: no limit
 
     def __post_init__(self) -> None:
-        for name in ("namesrv_port", "broker_port"):
+        for name in ("namesrv_port", "broker_port", "vip_port"):
             port = getattr(self, name)
             if port is not None and not 0 <= port <= 65535:
                 raise PymqError(f"{name} must be in 0..65535 or None, not {port}")
@@ -199,9 +203,9 @@ class RemotingServer:
     # -- lifecycle ----------------------------------------------------------------------
 
     async def start(self, sockets: Optional[dict] = None) -> dict[str, int]:
-        """Listen on the enabled ports (or on ``sockets``, ``{"broker": sock, "namesrv":
-        sock}`` bound beforehand, see :func:`bind_listeners`); returns
-        ``{"namesrv": port, "broker": port}``."""
+        """Listen on the enabled ports (or on ``sockets``, ``{"broker": sock, "vip": sock,
+        "namesrv": sock}`` bound beforehand, see :func:`bind_listeners`); returns
+        ``{"namesrv": port, "broker": port, "vip": port}`` (the enabled ones)."""
         cfg = self.config
         loop = self.loop = asyncio.get_running_loop()
         sockets = sockets or {}
@@ -212,6 +216,7 @@ class RemotingServer:
             # a handshake is a frame's worth of bytes: it gets the frame deadline
             tls = {"ssl": context, "ssl_handshake_timeout": cfg.frame_timeout_s or None}
         for name, port, processor in (("broker", cfg.broker_port, self.broker_processor),
+                                      ("vip", cfg.vip_port, self.broker_processor),
                                       ("namesrv", cfg.namesrv_port, self.namesrv_processor)):
             if port is None:
                 continue
@@ -270,7 +275,7 @@ def bind_listeners(config: RemotingConfig) -> dict:
     that the broker's address is known before the store opens (records carry it as their
     store host, and the message ids clients compute from it point back here)."""
     out = {}
-    for name, port in (("broker", config.broker_port), ("namesrv", config.namesrv_port)):
+    for name, port in (("broker", config.broker_port), ("vip", config.vip_port), ("namesrv", config.namesrv_port)):
         if port is not None:
             out[name] = socket.create_server((config.host, port), reuse_port=False,
                                              family=socket.AF_INET6 if ":" in config.host else socket.AF_INET)
