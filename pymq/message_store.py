@@ -39,6 +39,8 @@ from pymq.store.flush_service import (FlushConsumeQueueService, FlushRealTimeSer
 from pymq.store import fork_guard
 from pymq.store.arguments import check_queue_id, wait_timeout
 from pymq.store.fence import fence
+from pymq.store.ha import SLAVE_MODE, build_ha
+from pymq.store.ha.sync_master import replicated_future, wait_replicated
 from pymq.store.long_polling import MessageArrivingNotifier, arrival_condition, queue_ready
 from pymq.store.put_gate import PutGate
 from pymq.store.recovery import dispatch_start, recover, recover_topic_queue_table
@@ -173,6 +175,13 @@ class MessageStore:
         self.put_gate = PutGate(self.commit_log.appender, self.disk_guard, self.reput_service,
                                 lambda: recover_topic_queue_table(self.commit_log, self.consume_queues),
                                 lambda: self._running and not self._closed)
+        self._slave = cfg.broker_role == "SLAVE"
+        self._sync_master = cfg.broker_role == "SYNC_MASTER"
+        if self._slave:
+            self.put_gate.refusal = SLAVE_MODE      # every put: SERVICE_NOT_AVAILABLE
+        #: replication (docs/replication.md): an HAService on a master with an HA port, an
+        #: HAClient on a slave, else None
+        self.ha = build_ha(self.commit_log, cfg, self.reput_service.wakeup)
         self.reput_service.reput_from_offset = dispatch_start(cfg, queues_whole, replay_from, self.commit_log,
                                                               self.consume_queues, self.index_service)
         try:
@@ -206,7 +215,8 @@ class MessageStore:
             # The hot path: with nothing to wait for after the append, put_message is the
             # compiled appender's method itself (it type-checks its argument), sparing a
             # Python frame per message.
-            self.put_message = self.commit_log.appender.put
+            if not self._sync_master:
+                self.put_message = self.commit_log.appender.put
         self._bind_reads()
         self.flush_cq_service = FlushConsumeQueueService(
             self.consume_queues, cfg.flush_interval_consume_queue, cfg.flush_consume_queue_least_pages,
@@ -249,8 +259,11 @@ class MessageStore:
         return clean
 
     def _on_arrived(self, arrived: dict) -> None:
-        """The dispatcher extended these queues: wake readers and the delivery services."""
+        """The dispatcher extended these queues: wake readers, the delivery services and
+        the HA connections' writers."""
         self.notifier.notify(arrived)
+        if self.ha is not None and not self._slave:
+            self.ha.wakeup_writers()
         self.schedule_service.on_arrived(arrived)
         self.timer_service.on_arrived(arrived)
 
@@ -287,6 +300,8 @@ class MessageStore:
         self._load_table(self.consumer_offsets)
         self.notifier = MessageArrivingNotifier()
         self.reput_service = None
+        self.ha = None
+        self._slave = self._sync_master = False
         self.refresh_service = RefreshService(self.commit_log, self.consume_queues, self.index_service,
                                               self.notifier, on_dropped=self.reader.forget)
         self._sync_flush = False
@@ -327,10 +342,14 @@ class MessageStore:
         self.disk_guard.check()
         self.put_gate.update()
         self.clean_service.start()
-        # deliveries write through the appender: start them once it accepts puts
-        self.schedule_service.start()
-        self.delay_offset_persist_service.start()
-        self.timer_service.start()
+        if not self._slave:
+            # deliveries write through the appender: start them once it accepts puts (a
+            # slave writes only what its master sends: RocketMQ runs them on masters only)
+            self.schedule_service.start()
+            self.delay_offset_persist_service.start()
+            self.timer_service.start()
+        if self.ha is not None:
+            self.ha.start()
         if appender.current is not None and self.config.warm_mapped_file_enable:
             self.allocate_service.warm_async(appender.current)
         return self
@@ -351,6 +370,8 @@ class MessageStore:
         self._closed = True
         self.notifier.close()
         self.stats_service.shutdown()
+        if self.ha is not None:
+            self.ha.shutdown()          # no slave bytes appended, no frame read, past here
         if not self.read_only and self._running:
             self.clean_service.shutdown()
             # deliveries write through the appender: stop them before it closes
@@ -441,6 +462,8 @@ class MessageStore:
         result = self.commit_log.appender.put(msg)
         if self._sync_flush and result.status is PutMessageStatus.PUT_OK:
             self._wait_flushed(result)
+        if self._sync_master:
+            wait_replicated(self.ha, result, self.config.sync_flush_timeout / 1000.0)
         return result
 
     def put_messages(self, msgs):
@@ -452,6 +475,8 @@ class MessageStore:
         result = self.commit_log.appender.put_batch(msgs)
         if self._sync_flush and result.status is PutMessageStatus.PUT_OK:
             self._wait_flushed(result)
+        if self._sync_master:
+            wait_replicated(self.ha, result, self.config.sync_flush_timeout / 1000.0)
         return result
 
     def put_bodies(self, topic: str, bodies, *, queue_id: Optional[int] = None, keys=None, tags=None,
@@ -481,6 +506,8 @@ class MessageStore:
         result = _put_bodies(self.commit_log.appender, topic, bodies, queue_id, keys, tags, properties)
         if self._sync_flush and result.status is PutMessageStatus.PUT_OK:
             self._wait_flushed(result)
+        if self._sync_master:
+            wait_replicated(self.ha, result, self.config.sync_flush_timeout / 1000.0)
         return result
 
     def async_put_message(self, msg: Message) -> "Future":
@@ -509,7 +536,10 @@ class MessageStore:
                                                 properties))
 
     def _flushed_future(self, result) -> "Future":
-        return flushed_future(self.flush_service if self._sync_flush else None, result)
+        fut = flushed_future(self.flush_service if self._sync_flush else None, result)
+        if self._sync_master:
+            fut = replicated_future(self.ha, fut, self.config.sync_flush_timeout / 1000.0)
+        return fut
 
     def _wait_flushed(self, result) -> None:
         req = GroupCommitRequest(result.commitlog_offset + result.wrote_bytes)

@@ -21,7 +21,8 @@ TINY = ["--messages", "2000", "--batch-messages", "2000", "--batch", "100",
         "--put-with-timers-messages", "2000", "--cleaning-segments", "2", "--cleaning-messages", "2000",
         "--real-messages", "3000", "--real-queries", "500", "--pending-halves", "100",
         "--commits", "2000", "--durable-commits", "20",
-        "--many-queues", "200", "--many-queue-messages", "2"]
+        "--many-queues", "200", "--many-queue-messages", "2",
+        "--replication-messages", "200", "--replication-bytes", str(1 << 20)]
 FIGURE_KEYS = {"dispatch_wait_s", "close_s", "reopen_s", "read_only_open_s", "disk_mib", "commitlog_disk_mib",
                "queue_disk_mib", "index_disk_mib", "maps"}
 
@@ -126,7 +127,7 @@ def _check_many_queues_rows(rows, queues):
 def test_bench_many_queues_rows_carry_figures(bench_run):
     _, stdout, report, _ = bench_run
     _check_many_queues_rows(report["rows"], 200)
-    assert all("figures" not in row for row in report["rows"] if row["workload"] not in ("many_queues", "dispatch_load"))
+    assert all("figures" not in row for row in report["rows"] if row["workload"] not in ("many_queues", "dispatch_load", "replication"))
     lines = stdout.splitlines()
     caption = lines.index("many_queues: msgs/s the median, each other figure the best of 1 round(s)")
     assert lines[caption + 1].split()[:2] == ["figure", "pymq"]       # a column per implementation

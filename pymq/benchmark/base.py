@@ -57,6 +57,8 @@ class BenchOptions:
     durable_commits: int = 300            # commit_durable: Consumer.commit() calls per repeat
     many_queues: int = 10_000             # many_queues: queues written (10 per topic)
     many_queue_messages: int = 10         # many_queues: messages put into each queue
+    replication_messages: int = 20_000    # replication: put_message calls per repeat of each row
+    replication_bytes: int = 64 << 20     # replication: commit-log bytes a new slave catches up on
 
     @property
     def sync_flush(self) -> bool:

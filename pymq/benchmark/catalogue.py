@@ -15,6 +15,7 @@ from .query import LmdbGet, PymqQueryAbsent, PymqQueryMessage, PymqQueryNoTable,
 from .read import (BisectTimeLookup, LmdbCursorRead, PymqDispatch, PymqGetMessage, PymqGetMessageNoCrc,
                    PymqPutMessagesReference, PymqTimeLookup, QueuelibPop)
 from .realistic import REALISTIC
+from .replication import REPLICATION
 from .retention import PymqPutNotCleaning, PymqPutWhileCleaning
 from .sqlite import SqliteExecutemany, SqliteInsertPerTxn, SqliteReadPages
 from .transaction import PymqPutWithHalves, PymqPutWithoutHalves
@@ -44,6 +45,7 @@ WORKLOADS: tuple[type[Workload], ...] = (
     *REALISTIC,
     *DISPATCH_LOAD,
     PymqManyQueues, LmdbManyQueues,
+    *REPLICATION,
 )
 
 

@@ -58,6 +58,10 @@ _SIZES: tuple[tuple[str, str, int, str, str], ...] = (
     ("--durable-commits", "durable_commits", 1, "N", "Consumer.commit() calls per repeat of commit_durable"),
     ("--many-queues", "many_queues", 1, "N", "queues of many_queues, 10 per topic"),
     ("--many-queue-messages", "many_queue_messages", 1, "N", "messages many_queues puts into each queue"),
+    ("--replication-messages", "replication_messages", 1, "N",
+     "put_message calls per repeat of each replication row (SYNC_MASTER, ASYNC_MASTER, no slave)"),
+    ("--replication-bytes", "replication_bytes", 1, "N",
+     "commit-log bytes a new slave catches up on in the replication workload (1 GiB: 1073741824)"),
 )
 
 

@@ -27,10 +27,11 @@ class PutGate:
         self.recover_queue_table = recover_queue_table
         self.running = running
         self.dispatch_incomplete = False     # set when an open could not dispatch everything
+        self.refusal = None                  # a reason puts are always refused (a slave store)
 
     def ready(self) -> bool:
         """Whether the store wants puts, whatever the disk says."""
-        if not self.running():
+        if not self.running() or self.refusal is not None:
             return False
         if self.dispatch_incomplete:
             rs = self.reput_service
@@ -48,4 +49,4 @@ class PutGate:
             if not self.disk_guard.full:
                 self.appender.set_writeable(True)
         else:
-            self.appender.set_writeable(False)
+            self.appender.set_writeable(False, self.refusal)

@@ -292,4 +292,15 @@ def store_stats(store, stats_service, backlog: TimerBacklog, offsets: Optional[d
         "timer": _timer(store, backlog),
         "services": services(store),
         "damage": store.commit_log.damage.stats(),
+        "replication": _replication(store),
     }
+
+
+def _replication(store) -> dict:
+    """The HA side's view (docs/replication.md): a master's slaves with their push and
+    ack offsets and lag in bytes and seconds; a slave's master offset seen vs applied and
+    the seconds since the master's last byte; else just the role."""
+    ha = getattr(store, "ha", None)
+    if ha is None:
+        return {"role": store.config.broker_role, "ha": False}
+    return dict(ha.stats(), ha=True)
