@@ -143,3 +143,26 @@ def test_the_slave_unregisters_at_shutdown(cluster_of_two):
     assert wait_for(lambda: "1" in (route_addrs(ns, "TBW102") or {}).get("broker-a", {}))
     assert slave.stop() == 0
     assert route_addrs(ns, "TBW102") == {"broker-a": {"0": master.listening["broker"]}}
+
+
+def test_registration_signed_with_the_access_key(tmp_path):
+    """With access keys, a pymq name server refuses unsigned registrations, and a pymq
+    broker with the same keys signs its own."""
+    from pymq.server.remoting.auth import sign
+    keys = ("--access-key", "AK", "--secret-key", "SK")
+    ns = ServeProcess(str(tmp_path / "ns"), "--port", "off", "--namesrv-port", "0", "--broker-port", "off", *keys)
+    broker = None
+    try:
+        addr = ns.start().listening["namesrv"]
+        unsigned, _ = ask(addr, 103, {"clusterName": "C", "brokerAddr": "127.0.0.1:1", "brokerName": "x",
+                                      "brokerId": "0", "haServerAddr": ""})
+        assert unsigned["code"] == 16                # NO_PERMISSION
+        broker = ServeProcess(str(tmp_path / "b"), "--port", "off", "--namesrv-port", "off", "--broker-port", "0",
+                              "--namesrv-addr", addr, "--broker-name", "signed", *keys).start()
+        ext = {"AccessKey": "AK"}
+        ext["Signature"] = sign("SK", ext, b"")
+        assert wait_for(lambda: "signed" in json.loads(ask(addr, 106, dict(ext))[1])["brokerAddrTable"])
+    finally:
+        if broker is not None:
+            broker.stop()
+        ns.stop()

@@ -14,7 +14,9 @@ What a RocketMQ 4.9.7 broker does (``BrokerController.registerBrokerAll``,
   of a change of the topic table (a topic created, updated or deleted);
 * ``UNREGISTER_BROKER`` (104) to each at shutdown.
 
-Each name server has its own kept connection (:class:`.namesrv_client.NamesrvClient`); one
+With the server's access key set, the requests are signed with it (a pymq name server
+with the same keys then accepts them; RocketMQ's name server ignores the fields). Each
+name server has its own kept connection (:class:`.namesrv_client.NamesrvClient`); one
 that is down does not delay the others, and a failure is logged once per episode.
 
 A slave (``broker_id`` > 0) learns its master from the answers: ``masterAddr`` (the
@@ -36,6 +38,7 @@ from typing import Callable, Optional
 from pymq.store.episode_log import EpisodeLog
 
 from .codec import RemotingCommand
+from .auth import sign
 from .codes import RequestCode, ResponseCode
 from .namesrv_client import NamesrvClient, NamesrvError
 from .register_body import RegisterBrokerBody, RegisteredTopic
@@ -114,6 +117,10 @@ class BrokerRegistration:
             return ok
 
     async def _call(self, client: NamesrvClient, code: int, ext: dict, body: bytes = b"") -> Optional[RemotingCommand]:
+        cfg = self.server.config
+        if cfg.access_key:              # signed as a 4.x client signs (AclClientRPCHook)
+            ext["AccessKey"] = cfg.access_key
+            ext["Signature"] = sign(cfg.secret_key, ext, body)
         try:
             answer = await client.call(RemotingCommand(code, ext_fields=ext, body=body), self.timeout_s)
         except NamesrvError as e:
