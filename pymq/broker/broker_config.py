@@ -8,6 +8,7 @@ unless its comment says otherwise. Tests set the intervals small.
 from __future__ import annotations
 
 import dataclasses
+from typing import Optional
 
 from pymq.errors import PymqError
 
@@ -19,6 +20,13 @@ class BrokerConfig:
 
     broker_name: str = "broker-a"
     cluster_name: str = "DefaultCluster"
+    broker_id: int = 0                           # brokerId: 0 the master, 1.. its slaves
+
+    # -- name servers (pymq/server/remoting/broker_registration.py) ---------------------
+    namesrv_addr: Optional[str] = None           # namesrvAddr: "host:port;host:port" to register with
+    register_name_server_period: int = 30_000    # registerNameServerPeriod (used within 10 s..60 s)
+    register_broker_timeout_mills: int = 6_000   # registerBrokerTimeoutMills
+    compressed_register: bool = False            # compressedRegister: the deflated body form
 
     # -- topics and groups ------------------------------------------------------------
     auto_create_topic_enable: bool = True        # autoCreateTopicEnable
@@ -63,6 +71,10 @@ class BrokerConfig:
 
     def validate(self) -> None:
         """Raise :class:`PymqError` when a value cannot work."""
+        if not 0 <= self.broker_id < 1 << 63:
+            raise PymqError("broker_id must be >= 0 (0: master)")
+        if self.register_name_server_period < 1 or self.register_broker_timeout_mills < 1:
+            raise PymqError("register_name_server_period and register_broker_timeout_mills must be positive")
         if self.default_topic_queue_nums < 1 or self.retry_queue_nums < 1:
             raise PymqError("queue numbers must be >= 1")
         if not 1 <= max(self.default_topic_queue_nums, self.retry_queue_nums) <= self.max_queues_per_topic:

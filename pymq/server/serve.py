@@ -159,6 +159,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--send-queue-wait-ms", type=int, default=200, metavar="MS",
                         help="with --flush sync, a remoting send that waited longer for a worker is answered "
                              "SYSTEM_BUSY, not stored (RocketMQ's waitTimeMillsInSendQueue; default 200; 0: no limit)")
+    # -- cluster membership: name-server registration (docs/remoting.md, Name server) --
+    parser.add_argument("--namesrv-addr", default=None, metavar="ADDRS",
+                        help="register the broker with these name servers, \"host:port;host:port\" (RocketMQ's "
+                             "namesrvAddr): at start, every 30 s and on topic changes; unregister at shutdown")
+    parser.add_argument("--broker-name", default=None, metavar="NAME", help="brokerName (default broker-a)")
+    parser.add_argument("--broker-id", type=int, default=None, metavar="ID",
+                        help="brokerId: 0 the master (default), 1.. a slave of the master of the same --broker-name")
+    parser.add_argument("--cluster-name", default=None, metavar="NAME",
+                        help="brokerClusterName (default DefaultCluster)")
     # -- metrics (docs/operations.md) --
     parser.add_argument("--metrics-port", type=int, default=None, metavar="P",
                         help="serve Prometheus metrics at http://METRICS_HOST:P/metrics (0 picks a port; "
@@ -268,6 +277,22 @@ def run(args: argparse.Namespace) -> int:
             setattr(store_config, field, getattr(args, field))
     if args.message_delay_level:
         store_config.message_delay_level = args.message_delay_level
+    # -- cluster membership (name-server registration) --
+    from .remoting.broker_registration import parse_namesrv_addr
+    for flag, field in (("namesrv_addr", "namesrv_addr"), ("broker_name", "broker_name"),
+                        ("broker_id", "broker_id"), ("cluster_name", "cluster_name")):
+        if getattr(args, flag, None) is not None:
+            setattr(broker_config, field, getattr(args, flag))
+    try:
+        parse_namesrv_addr(broker_config.namesrv_addr)
+        broker_config.validate()
+    except (ValueError, PymqError) as e:
+        raise PymqError(f"serve: {e}") from None
+    if broker_config.namesrv_addr and args.broker_port is None:
+        raise PymqError("serve: --namesrv-addr registers the broker port: it cannot be off")
+    ha_port = getattr(store_config, "ha_listen_port", None)
+    ha_server_addr = f"{route_host(args.host, args.advertised_host)}:{ha_port}" if ha_port else None
+    # -- end cluster membership --
     if args.port is None and args.namesrv_port is None and args.broker_port is None:
         raise PymqError("serve: every listener is off (--port, --namesrv-port, --broker-port)")
     if args.vip_port == -1:             # default: RocketMQ's layout, fastListenPort = listenPort - 2
@@ -283,7 +308,7 @@ def run(args: argparse.Namespace) -> int:
                                   max_connection_bytes=args.max_connection_bytes,
                                   max_header_bytes=args.max_header_bytes, max_header_fields=args.max_header_fields,
                                   send_thread_pool_queue_capacity=args.send_queue_capacity,
-                                  wait_time_ms_in_send_queue=args.send_queue_wait_ms)
+                                  wait_time_ms_in_send_queue=args.send_queue_wait_ms, ha_server_addr=ha_server_addr)
     remoting = args.namesrv_port is not None or args.broker_port is not None
     _check_ports(args)
     try:

@@ -34,11 +34,13 @@ from .client_manage import ClientManageProcessor
 from .codes import not_supported
 from .connection import RemotingConnection
 from .deadlines import ConnectionDeadlines
-from .namesrv import NameServerProcessor
+from .broker_registration import BrokerRegistration
+from .namesrv import LocalBroker, NameServerProcessor
 from .offset_reset import OffsetResetProcessor
 from .pull import PullMessageProcessor
 from .pull_hold import PullRequestHoldService
 from .query import QueryMessageProcessor
+from .route_table import MAX_BROKERS, MAX_QUEUE_DATAS
 from .runtime_info import RuntimeInfo
 from .send import SendMessageProcessor
 from .send_queue import SendQueue
@@ -81,6 +83,10 @@ class RemotingConfig:
     # the send queue of SYNC_FLUSH (:mod:`.send_queue`): RocketMQ's names and defaults
     send_thread_pool_queue_capacity: int = 10_000   # sendThreadPoolQueueCapacity; 0: unbounded
     wait_time_ms_in_send_queue: int = 200           # waitTimeMillsInSendQueue; 0: no limit
+    # the name server's registry (:mod:`.route_table`): what unauthenticated peers may register
+    namesrv_max_brokers: int = MAX_BROKERS          # broker addresses besides this process's
+    namesrv_max_queue_datas: int = MAX_QUEUE_DATAS  # (topic, broker name) routes
+    ha_server_addr: Optional[str] = None            # the store's HA address to register (None: none)
 
     def __post_init__(self) -> None:
         for name in ("namesrv_port", "broker_port", "vip_port"):
@@ -165,8 +171,13 @@ class RemotingServer:
         self.transactions = EndTransactionProcessor(self)
         self.broker_processor = Processor(self.send, self.pull, self.client_manage, QueryMessageProcessor(self),
                                           AdminProcessor(self), self.transactions, OffsetResetProcessor(self))
-        namesrv = NameServerProcessor(self)
+        self.namesrv = namesrv = NameServerProcessor(self)
         self.namesrv_processor = Processor(namesrv, unknown=namesrv.unknown)
+        #: registration with the name servers of ``BrokerConfig.namesrv_addr`` (None: none);
+        #: its ``on_master_changed`` is the hook a slave's replication is pointed with
+        self.registration: Optional[BrokerRegistration] = None
+        if broker.broker_config.namesrv_addr and cfg.broker_port is not None:
+            self.registration = BrokerRegistration(self)
         self.runtime_info = RuntimeInfo(self)
 
     # -- helpers for the processors ----------------------------------------------------
@@ -186,6 +197,11 @@ class RemotingServer:
         """``host:port`` that routes give clients for this broker."""
         cfg = self.config
         return f"{route_host(cfg.host, cfg.advertised_host)}:{self.ports.get('broker', cfg.broker_port or 0)}"
+
+    @property
+    def ha_server_addr(self) -> Optional[str]:
+        """``host:port`` of the store's HA service that registrations carry, or None."""
+        return self.config.ha_server_addr
 
     def note_error(self, kind: str, message: str, exc: Optional[BaseException] = None) -> None:
         """Count a failure; log it at most once a minute per kind (:mod:`..error_log`)."""
@@ -227,11 +243,15 @@ class RemotingServer:
                 server = await loop.create_server(factory, cfg.host, port, reuse_address=True, backlog=1024, **tls)
             self._servers.append(server)
             self.ports[name] = server.sockets[0].getsockname()[1]
+        if "broker" in self.ports:
+            self.namesrv.attach_local(LocalBroker(self))    # this broker, in its own name server's table
         self.hold.start()
         self.clients.add_listener(self.client_manage.client_gone)
         self.broker.set_transaction_checker(self.clients.check_transaction)
         self._tasks.append(asyncio.ensure_future(self._housekeeping()))
         self._tasks.append(asyncio.ensure_future(self.deadlines.run()))
+        if self.registration is not None:
+            self.registration.start()
         return dict(self.ports)
 
     async def _housekeeping(self) -> None:
@@ -239,6 +259,7 @@ class RemotingServer:
             await asyncio.sleep(HOUSEKEEPING_S)
             for info in self.clients.scan_expired():
                 log.info("client %s expired", info.client_id)
+            self.namesrv.scan_not_active()
             try:
                 self.runtime_info.roll_day()
             except Exception as e:          # a figure of brokerStatus must never stop the housekeeping
@@ -249,6 +270,8 @@ class RemotingServer:
         if self.stopping:
             return
         self.stopping = True
+        if self.registration is not None:
+            await self.registration.stop()      # UNREGISTER_BROKER while the broker still serves
         for t in self._tasks:
             t.cancel()
         for s in self._servers:
