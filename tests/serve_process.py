@@ -50,10 +50,10 @@ class ServeProcess:
             if not line:
                 break
             self.output.append(line)
-            m = re.search(r"(name server |broker |VIP channel )?listening on ([\w.:-]+:\d+)", line)
+            m = re.search(r"(name server |broker |VIP channel |HA )?listening on ([\w.:-]+:\d+)", line)
             if m:
-                role = {"name server ": "namesrv", "broker ": "broker", "VIP channel ": "vip"}.get(m.group(1) or "",
-                                                                                                    "grpc")
+                role = {"name server ": "namesrv", "broker ": "broker", "VIP channel ": "vip",
+                        "HA ": "ha"}.get(m.group(1) or "", "grpc")
                 self.listening[role] = m.group(2)
             if "pymq serve: ready" in line:
                 return self

@@ -11,7 +11,8 @@ and RocketMQ's ``broker.conf``.
   name server it is derived from ``--master`` as RocketMQ lays its ports out (the HA port
   is the broker port + 1), so ``--master 10.0.0.1:10912`` means the broker 10.0.0.1:10911.
 * ``--ha-port P|off`` (``haListenPort``): where this broker serves its HA port, master or
-  slave as in RocketMQ; default the broker port + 1, ``off`` for none.
+  slave as in RocketMQ; default the broker port + 1 (any free port when the broker port is
+  picked, ``--broker-port 0``), ``off`` for none.
 * ``--broker-config FILE``: a RocketMQ ``broker.conf`` (:mod:`.broker_conf`); options given
   on the command line win.
 """
@@ -118,8 +119,13 @@ def apply_role(args: argparse.Namespace, store_config, broker_port: Optional[int
         raise PymqError("serve: a slave's broker id must be > 0 (RocketMQ's brokerId; 0 is the master's)")
     store_config.broker_role = role
     store_config.ha_master_address = args.master
-    if args.ha_port == -1:                 # default: the broker port + 1, as RocketMQ lays it out
-        store_config.ha_listen_port = broker_port + 1 if broker_port else None
+    if args.ha_port == -1:
+        # default: the broker port + 1, as RocketMQ lays it out; beside a picked broker port
+        # (--broker-port 0) a picked one too (the port above may be anyone's)
+        if not broker_port:
+            store_config.ha_listen_port = None
+        else:
+            store_config.ha_listen_port = broker_port + 1 if args.broker_port else 0
     else:
         store_config.ha_listen_port = args.ha_port
     store_config.ha_listen_host = args.host

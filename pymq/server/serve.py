@@ -290,8 +290,6 @@ def run(args: argparse.Namespace) -> int:
         raise PymqError(f"serve: {e}") from None
     if broker_config.namesrv_addr and args.broker_port is None:
         raise PymqError("serve: --namesrv-addr registers the broker port: it cannot be off")
-    ha_port = getattr(store_config, "ha_listen_port", None)
-    ha_server_addr = f"{route_host(args.host, args.advertised_host)}:{ha_port}" if ha_port else None
     # -- end cluster membership --
     if args.port is None and args.namesrv_port is None and args.broker_port is None:
         raise PymqError("serve: every listener is off (--port, --namesrv-port, --broker-port)")
@@ -308,7 +306,7 @@ def run(args: argparse.Namespace) -> int:
                                   max_connection_bytes=args.max_connection_bytes,
                                   max_header_bytes=args.max_header_bytes, max_header_fields=args.max_header_fields,
                                   send_thread_pool_queue_capacity=args.send_queue_capacity,
-                                  wait_time_ms_in_send_queue=args.send_queue_wait_ms, ha_server_addr=ha_server_addr)
+                                  wait_time_ms_in_send_queue=args.send_queue_wait_ms)
     remoting = args.namesrv_port is not None or args.broker_port is not None
     _check_ports(args)
     try:
@@ -340,11 +338,21 @@ def run(args: argparse.Namespace) -> int:
             from .grpc import GrpcServer          # grpcio: only when gRPC is served
             grpc_server = GrpcServer(broker, cfg)
         remoting_server = RemotingServer(broker, remoting_cfg) if remoting else None
+        ha_port = getattr(broker.ha, "port", None) if not broker.is_slave else None
+        if ha_port:
+            print(f"pymq serve: HA listening on {store_config.ha_listen_host}:{ha_port} "
+                  f"({broker_config.broker_name}'s commit log to its slaves, {store_config.broker_role})", flush=True)
         if broker.is_slave:
             from .remoting.slave_sync import SlaveSynchronize
             slave_sync = SlaveSynchronize(broker, master_broker_address(args),
                                           own_address=remoting_server.broker_address if remoting_server else None)
             slave_sync.start()
+            registration = remoting_server.registration if remoting_server else None
+            if registration is not None:        # the name servers' answers name the master
+                def master_changed(master_addr, ha_addr, store_side=registration.update_store_master):
+                    store_side(master_addr, ha_addr)
+                    slave_sync.set_master_address(master_addr)
+                registration.on_master_changed = master_changed
             print(f"pymq serve: slave of {args.master or '(the name server names it)'}, syncing topics, groups and "
                   f"offsets from {slave_sync.master_address or '(not known yet)'} every "
                   f"{broker_config.slave_sync_interval_s:g} s", flush=True)

@@ -200,8 +200,15 @@ class RemotingServer:
 
     @property
     def ha_server_addr(self) -> Optional[str]:
-        """``host:port`` of the store's HA service that registrations carry, or None."""
-        return self.config.ha_server_addr
+        """``host:port`` of the store's HA service that registrations carry (``ha_server_addr``
+        when given, else the started master's HA port at the advertised host), or None."""
+        if self.config.ha_server_addr:
+            return self.config.ha_server_addr
+        ha = getattr(self.broker, "ha", None)
+        port = getattr(ha, "port", None) if not getattr(self.broker, "is_slave", False) else None
+        if not port:
+            return None
+        return f"{route_host(self.config.host, self.config.advertised_host)}:{port}"
 
     def note_error(self, kind: str, message: str, exc: Optional[BaseException] = None) -> None:
         """Count a failure; log it at most once a minute per kind (:mod:`..error_log`)."""
