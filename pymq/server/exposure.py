@@ -5,7 +5,9 @@ Bound to a loopback address, only local processes reach the server. Bound to any
 anyone who reaches the ports can send, consume and administer topics and groups unless
 access keys are set, the RocketMQ 4 remoting ports are plaintext without
 ``--remoting-tls``, gRPC is plaintext without ``--tls-cert``, and the metrics page has no
-authentication. Each such fact is a warning ``{"kind", "message"}``: printed to stderr at
+authentication; a master's HA port (replication) hands its whole commit log to anyone who
+connects, with neither authentication nor TLS (RocketMQ's HA protocol has neither). Each such
+fact is a warning ``{"kind", "message"}``: printed to stderr at
 start, kept in ``Broker.server_warnings`` (``stats()["server"]["warnings"]``) and exported
 as ``pymq_server_warning{kind=...}``.
 """
@@ -21,6 +23,7 @@ LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost
 OPEN_ACCESS = "open-access"
 PLAINTEXT = "plaintext"
 PUBLIC_METRICS = "public-metrics"
+OPEN_REPLICATION = "open-replication"
 
 
 def is_loopback(host: str) -> bool:
@@ -42,10 +45,11 @@ def is_loopback(host: str) -> bool:
 
 
 def bind_warnings(host: str, *, access_key: Optional[str], grpc_port: Optional[int], grpc_tls: bool,
-                  remoting_ports: dict, metrics_host: Optional[str], remoting_tls: bool = False) -> list[dict]:
+                  remoting_ports: dict, metrics_host: Optional[str], remoting_tls: bool = False,
+                  ha_port: Optional[int] = None) -> list[dict]:
     """The warnings of serving on ``host``: gRPC on ``grpc_port`` (None: off), remoting on
     ``remoting_ports`` (``{"namesrv": port, "broker": port}``, the enabled ones), metrics on
-    ``metrics_host`` (None: off)."""
+    ``metrics_host`` (None: off), a master's HA port ``ha_port`` (None: none; 0: picked)."""
     out = []
     if not is_loopback(host):
         if not access_key:
@@ -61,6 +65,11 @@ def bind_warnings(host: str, *, access_key: Optional[str], grpc_port: Optional[i
             out.append({"kind": PLAINTEXT, "message": (
                 f"plaintext on {host}: {', '.join(plain)}; messages and credentials' signatures cross the "
                 f"network readable")})
+    if ha_port is not None and not is_loopback(host):
+        out.append({"kind": OPEN_REPLICATION, "message": (
+            f"HA port {ha_port or '(picked)'} on {host}: it sends the whole commit log to anyone who connects, "
+            f"without authentication or TLS (RocketMQ's HA protocol has neither); let only the slaves reach it "
+            f"(a firewall), or --ha-port off")})
     if metrics_host is not None and not is_loopback(metrics_host):
         out.append({"kind": PUBLIC_METRICS, "message": (
             f"metrics served on {metrics_host} without authentication (topic and group names, rates, "

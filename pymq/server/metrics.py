@@ -109,7 +109,8 @@ class StoreCollector:
         if warnings is not None:
             warned = GaugeMetricFamily("pymq_server_warning", "1 for each warning of the serving process "
                                        "(open-access: a bind beyond loopback without access keys; plaintext; "
-                                       "public-metrics), as printed at start", labels=["kind"])
+                                       "public-metrics; open-replication: an HA port beyond loopback), as "
+                                       "printed at start", labels=["kind"])
             for w in warnings:
                 warned.add_metric([w["kind"]], 1)
             yield warned

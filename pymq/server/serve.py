@@ -323,7 +323,8 @@ def run(args: argparse.Namespace) -> int:
     warnings = bind_warnings(args.host, access_key=args.access_key, grpc_port=args.port, grpc_tls=bool(args.tls_cert),
                              remoting_tls=args.remoting_tls,
                              remoting_ports={k: s.getsockname()[1] for k, s in sockets.items()},
-                             metrics_host=metrics_host if getattr(args, "metrics_port", None) is not None else None)
+                             metrics_host=metrics_host if getattr(args, "metrics_port", None) is not None else None,
+                             ha_port=store_config.ha_listen_port if store_config.broker_role != "SLAVE" else None)
     for w in warnings:
         print(f"pymq serve: WARNING: {w['message']}", file=sys.stderr, flush=True)
     broker = Broker(args.store, store_config, broker_config)

@@ -294,6 +294,12 @@ def test_bind_warnings_say_what_a_bind_exposes():
     msg = bind_warnings("0.0.0.0", access_key=None, grpc_port=None, grpc_tls=False, remoting_ports={},
                         metrics_host=None)[0]["message"]
     assert "without access keys" in msg and "0.0.0.0" in msg
+    # a master's HA port: the whole commit log to anyone, keys or not (the HA protocol has none)
+    assert kinds("127.0.0.1", ha_port=10912) == []
+    assert kinds("0.0.0.0", access_key="ak", grpc_tls=True, remoting_ports={}, ha_port=10912) == ["open-replication"]
+    msg = bind_warnings("0.0.0.0", access_key="ak", grpc_port=None, grpc_tls=False, remoting_ports={},
+                        metrics_host=None, ha_port=0)[0]["message"]
+    assert "whole commit log" in msg and "(picked)" in msg
 
 
 def test_broker_stats_carry_the_server_warnings(tmp_path):
