@@ -10,9 +10,11 @@ when it comes back.
 As in RocketMQ, a client's PARTIAL_ADD past the broker's ``max_lite_subscription_count``
 (client, lite topic) pairs is refused with :class:`LiteSubscriptionQuotaError`; the
 per-client quota of its group (``lite.sub.client.quota`` + 300) is the server's check
-(:mod:`pymq.server.grpc.lite`). RocketMQ's exclusive and wildcard group modes and its
-per-client event queues are not kept: any subscribed client of a group receives the
-queued messages of a lite topic, one batch at a time (:mod:`.lite_pop`).
+(:mod:`pymq.server.grpc.lite`). In an exclusive group (``lite.sub.model=Exclusive``) a
+PARTIAL_ADD takes each of its lite topics from the group's other clients, which are told
+(``NotifyUnsubscribeLiteCommand``); in a shared group every subscribed client receives
+the queued messages of a lite topic, one batch at a time (:mod:`.lite_pop`). RocketMQ's
+wildcard groups and per-client event queues are not kept.
 """
 
 from __future__ import annotations
@@ -79,17 +81,26 @@ class LiteSubscriptionRegistry:
             self._remove(client_id, sub, lmq)
         self._clients.pop(client_id, None)
 
-    def add_partial(self, client_id: str, group: str, topic: str, lmqs) -> None:
-        """Add ``lmqs`` to the client's set."""
+    def add_partial(self, client_id: str, group: str, topic: str, lmqs, exclusive: bool = False) -> list:
+        """Add ``lmqs`` to the client's set. ``exclusive``: the group's other clients lose
+        these LMQs; returns ``[(client id, lmq)]`` of what they lost."""
+        evicted = []
         with self._lock:
             sub = self._get(client_id, group, topic)
             new = [lmq for lmq in lmqs if lmq not in sub.lmqs]
             if new and self._active + len(new) > self.broker_config.max_lite_subscription_count:
                 raise LiteSubscriptionQuotaError(
                     f"lite subscription quota exceeded {self.broker_config.max_lite_subscription_count}")
-            for lmq in new:
+            for lmq in lmqs:
+                if exclusive:
+                    for other in sorted(self._by_lmq.get(lmq, ())):
+                        theirs = self._clients.get(other)
+                        if other != client_id and theirs is not None and theirs.group == group:
+                            self._remove(other, theirs, lmq)
+                            evicted.append((other, lmq))
                 self._add(client_id, sub, lmq)
             self.version += 1
+        return evicted
 
     def remove_partial(self, client_id: str, group: str, topic: str, lmqs) -> None:
         """Remove ``lmqs`` from the client's set."""

@@ -32,6 +32,13 @@ LITE_BIND_TOPIC_ATTRIBUTE = "lite.bind.topic"           # the one parent topic a
 LITE_SUB_CLIENT_QUOTA_ATTRIBUTE = "lite.sub.client.quota"
 DEFAULT_LITE_SUB_CLIENT_QUOTA = 2000            # lite topics one client of a group may subscribe
 LITE_QUOTA_BUFFER = 300                         # the proxy lets a sync exceed the quota by this much
+LITE_SUB_MODEL_ATTRIBUTE = "lite.sub.model"     # Shared (default) or Exclusive
+LITE_SUB_EXCLUSIVE = "Exclusive"
+# Exclusive groups: whether a client that loses a lite topic to another takes the group's
+# offset of it back to 0 (the lite topic is consumed again from its start)
+LITE_SUB_RESET_OFFSET_EXCLUSIVE_ATTRIBUTE = "lite.sub.reset.offset.exclusive"
+# whether a PARTIAL_REMOVE takes the group's offset of the lite topic back to 0
+LITE_SUB_RESET_OFFSET_UNSUBSCRIBE_ATTRIBUTE = "lite.sub.reset.offset.unsubscribe"
 
 _LITE_NAME = re.compile(r"[A-Za-z0-9_-]+\Z")
 
@@ -94,3 +101,24 @@ def lite_sub_client_quota(group_config) -> int:
         return max(int(attrs.get(LITE_SUB_CLIENT_QUOTA_ATTRIBUTE, DEFAULT_LITE_SUB_CLIENT_QUOTA)), 0)
     except (TypeError, ValueError):
         return DEFAULT_LITE_SUB_CLIENT_QUOTA
+
+
+def _attr(group_config, name: str):
+    attrs = getattr(group_config, "attributes", None) or {}
+    return attrs.get(name)
+
+
+def is_sub_lite_exclusive(group_config) -> bool:
+    """Whether the group's lite topics go to one client each (``lite.sub.model=Exclusive``):
+    a client that subscribes a lite topic takes it from the group's other clients."""
+    return _attr(group_config, LITE_SUB_MODEL_ATTRIBUTE) == LITE_SUB_EXCLUSIVE
+
+
+def reset_offset_in_exclusive_mode(group_config) -> bool:
+    """``lite.sub.reset.offset.exclusive`` (default false)."""
+    return str(_attr(group_config, LITE_SUB_RESET_OFFSET_EXCLUSIVE_ATTRIBUTE)).lower() == "true"
+
+
+def reset_offset_on_unsubscribe(group_config) -> bool:
+    """``lite.sub.reset.offset.unsubscribe`` (default false)."""
+    return str(_attr(group_config, LITE_SUB_RESET_OFFSET_UNSUBSCRIBE_ATTRIBUTE)).lower() == "true"

@@ -32,6 +32,31 @@ def priority_queue_id(priority: int, write_queue_nums: int) -> int:
     return min(priority, max(write_queue_nums, 1) - 1)
 
 
+def priority_of(props: dict) -> int:
+    """A message's priority (``Message.getPriority``): the ``_SYS_MSG_PRIORITY_`` number, -1
+    when it has none or it is not a number."""
+    text = props.get(PROPERTY_PRIORITY)
+    try:
+        return int(text) if text is not None else -1
+    except ValueError:
+        return -1
+
+
+def apply_priority(props: dict, other_type: bool, queue_id: int, write_queue_nums: int) -> int:
+    """The queue of a message sent to a broker directly (RocketMQ 5.4's ``SendMessageProcessor``):
+    one with a priority >= 0 goes to its priority's queue when its properties make it a
+    PRIORITY message (``other_type`` False: not transactional, delayed or FIFO, which come
+    first), whatever type its topic declares; otherwise it loses its priority (``props``
+    changed in place) and keeps ``queue_id``."""
+    priority = priority_of(props)
+    if priority < 0:
+        return queue_id
+    if not other_type:
+        return priority_queue_id(priority, write_queue_nums)
+    del props[PROPERTY_PRIORITY]
+    return queue_id
+
+
 def priority_factor(group_config) -> int:
     """A group's ``priority.factor`` (0..100; the default when unset or not a number)."""
     attrs = getattr(group_config, "attributes", None) or {}

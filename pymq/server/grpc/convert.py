@@ -24,10 +24,13 @@ from pymq.broker.priority import PROPERTY_PRIORITY
 from . import names
 from .status import Code, RequestError
 
-# properties that RocketMQ sets itself (MessageConst's system set, the ones pymq writes);
-# received messages show the others as user properties, __SHARDINGKEY and
-# __transactionId__ among them, as RocketMQ 5's proxy does (GrpcConverter)
+# properties that RocketMQ sets itself (MessageConst's system set, STRING_HASH_SET, and the
+# ones pymq writes); received messages show the others as user properties, __SHARDINGKEY,
+# __transactionId__ and TRACE_CONTEXT among them, as RocketMQ 5's proxy does (GrpcConverter)
 SYSTEM_PROPERTIES = frozenset({
+    "CLUSTER", "__BORNHOST", "BORN_TIMESTAMP", "EXTEND_UNIQ_INFO", "TRAN_PREPARED_QUEUE_OFFSET", "DUP_INFO",
+    "INSTANCE_ID", "CORRELATION_ID", "REPLY_TO_CLIENT", "TTL", "ARRIVE_TIME", "PUSH_REPLY_TIME", "MSG_TYPE",
+    "TIMER_DELAY_LEVEL", "__CRC32#",
     "UNIQ_KEY", "TAGS", "KEYS", "DELAY", "WAIT", "RETRY_TOPIC", "REAL_TOPIC", "REAL_QID",
     "TRAN_MSG", "PGROUP", "MIN_OFFSET", "MAX_OFFSET", "BUYER_ID", "ORIGIN_MESSAGE_ID", "TRANSFER_FLAG",
     "CORRECTION_FLAG", "MQ2_FLAG", "RECONSUME_TIME", "MSG_REGION", "TRACE_ON", "MAX_RECONSUME_TIMES",
@@ -53,6 +56,15 @@ _FIFO = pb.MessageType.FIFO
 _DELAY = pb.MessageType.DELAY
 _PRIORITY = pb.MessageType.PRIORITY
 _LITE = pb.MessageType.LITE
+
+# what RocketMQ 5's proxy adds to every message it forwards (SendMessageActivity
+# buildMessageProperty) and the broker adds on storing it (SendMessageProcessor)
+PROPERTY_PRODUCER_GROUP = "PGROUP"          # the proxy names the topic as the producer group
+PROPERTY_RECONSUME_TIME = "RECONSUME_TIME"  # the message's delivery_attempt
+PROPERTY_BORN_HOST = "__BORNHOST"           # the client's born_host, else the peer's address
+PROPERTY_BORN_TIMESTAMP = "BORN_TIMESTAMP"  # the client's born_timestamp (ms) when it sent one
+PROPERTY_TRACE_CONTEXT = "TRACE_CONTEXT"
+PROPERTY_CLUSTER = "CLUSTER"                # the broker's cluster name
 
 
 @functools.lru_cache(maxsize=4096)
@@ -85,8 +97,15 @@ def delivery_time_ms(sp) -> Optional[int]:
 
 
 def to_store_message(m: pb.Message, *, max_body_size: int, max_delay_ms: int, born_host: str,
-                     transactional: bool = False) -> Message:
-    """A pymq :class:`Message` from the protocol message ``m`` (queue chosen later)."""
+                     transactional: bool = False, cluster: Optional[str] = None) -> Message:
+    """A pymq :class:`Message` from the protocol message ``m`` (queue chosen later).
+
+    Its properties are those RocketMQ 5 stores for a message sent through its proxy: the
+    application's, ``UNIQ_KEY``, ``TAGS``, ``KEYS``, the type's own (``__SHARDINGKEY``,
+    ``TIMER_DELIVER_MS``, ``TRAN_MSG``, ``_SYS_MSG_PRIORITY_``, ``__LITE_TOPIC``), the
+    proxy's ``PGROUP`` (the topic), ``RECONSUME_TIME``, ``__BORNHOST``,
+    ``BORN_TIMESTAMP`` and ``TRACE_CONTEXT``, and the broker's ``CLUSTER`` (``cluster``,
+    when given); never ``WAIT``, which the proxy does not set."""
     topic = _write_topic(m.topic.name)
     sp = m.system_properties
     body = m.body
@@ -152,9 +171,25 @@ def to_store_message(m: pb.Message, *, max_body_size: int, max_delay_ms: int, bo
     _priority_and_lite(sp, mtype, props, group is not None or deliver is not None or transactional)
     if transactional and sp.HasField("orphaned_transaction_recovery_duration"):
         props["CHECK_IMMUNITY_TIME_IN_SECONDS"] = str(max(sp.orphaned_transaction_recovery_duration.seconds, 0))
+    _proxy_properties(sp, props, topic, born_host, cluster)
     born = _ts_ms(sp.born_timestamp)         # 0 when unset: now
     return Message(topic, body, tags=tag, keys=keys, properties=props, deliver_time_ms=deliver,
                    born_timestamp=born or now_ms(), born_host=born_host, message_group=group)
+
+
+def _proxy_properties(sp, props: dict, topic: str, peer: str, cluster: Optional[str]) -> None:
+    """Into ``props``: what RocketMQ 5's proxy and broker add to a message sent over gRPC."""
+    props[PROPERTY_RECONSUME_TIME] = str(sp.delivery_attempt)
+    props[PROPERTY_PRODUCER_GROUP] = topic
+    if sp.trace_context:
+        props[PROPERTY_TRACE_CONTEXT] = sp.trace_context
+    host = sp.born_host if sp.born_host.strip() else peer
+    if host:
+        props[PROPERTY_BORN_HOST] = host
+    if sp.HasField("born_timestamp"):
+        props[PROPERTY_BORN_TIMESTAMP] = str(_ts_ms(sp.born_timestamp))
+    if cluster:
+        props[PROPERTY_CLUSTER] = cluster
 
 
 def _priority_and_lite(sp, mtype: int, props: dict, typed: bool) -> None:
@@ -215,7 +250,7 @@ def to_pb_message(x, *, invisible_ms: Optional[int] = None, topic: Optional[str]
     sp.body_encoding = pb.Encoding.IDENTITY
     sp.message_type = message_type_of(x)
     sp.born_timestamp.FromMilliseconds(x.born_timestamp)
-    sp.born_host = (x.born_host or "").rsplit(":", 1)[0]
+    sp.born_host = props.get(PROPERTY_BORN_HOST) or (x.born_host or "").rsplit(":", 1)[0]
     sp.store_timestamp.FromMilliseconds(x.store_timestamp)
     sp.store_host = x.store_host or ""
     deliver = props.get("TIMER_DELIVER_MS")
@@ -238,4 +273,7 @@ def to_pb_message(x, *, invisible_ms: Optional[int] = None, topic: Optional[str]
     lite = props.get(PROPERTY_LITE_TOPIC)
     if lite:
         sp.lite_topic = lite
+    trace = props.get(PROPERTY_TRACE_CONTEXT)
+    if trace:
+        sp.trace_context = trace
     return out

@@ -12,6 +12,12 @@ the parent's assignment: the server pops the LMQs of its lite topics, FIFO per l
 (:mod:`pymq.broker.lite_pop`, at most 32 messages a call), long-polling on arrivals in any
 of them. Its acks, invisible-time changes and dead-letter requests name the lite topic
 (``lite_topic``), whose LMQ the receipt handle belongs to.
+
+A PARTIAL_ADD's ``offset_option`` moves the group's offset of each lite topic named
+(:mod:`pymq.broker.lite_offset`); in an exclusive group (``lite.sub.model=Exclusive``) it
+takes those lite topics from the group's other clients, each of which gets a
+``NotifyUnsubscribeLiteCommand`` on its Telemetry stream, as RocketMQ's broker notifies
+them.
 """
 
 from __future__ import annotations
@@ -22,11 +28,13 @@ from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as svc
 
 from pymq.aio import AsyncStore
+from pymq.broker.lite_offset import apply_offset_option, reset_lite_offset
 from pymq.broker.lite_pop import lite_wait_condition, pop_lite
 from pymq.broker.lite_subscriptions import LiteSubscriptionQuotaError
 from pymq.broker.lite_topic import (LITE_BIND_TOPIC_ATTRIBUTE, LITE_QUOTA_BUFFER, MAX_LITE_TOPIC_SIZE,
-                                    IllegalLiteTopicError, check_lite_topic, lite_bind_topic,
-                                    lite_sub_client_quota, to_lmq_name)
+                                    IllegalLiteTopicError, check_lite_topic, is_sub_lite_exclusive,
+                                    lite_bind_topic, lite_sub_client_quota, parent_and_lite,
+                                    reset_offset_in_exclusive_mode, reset_offset_on_unsubscribe, to_lmq_name)
 from pymq.broker.pop_service import PopResult, PopStatus
 from pymq.broker.topic_message_type import LITE, declared_message_type
 
@@ -114,9 +122,13 @@ class LiteActivity:
         self.server.clients.register(client)
         try:
             if req.action == _Action.PARTIAL_ADD:
-                self.registry.add_partial(client, group, topic, lmqs)
+                evicted = self.registry.add_partial(client, group, topic, lmqs, is_sub_lite_exclusive(cfg))
+                await self.server.call(self._after_add, group, cfg, lmqs, evicted, req)
             elif req.action == _Action.PARTIAL_REMOVE:
                 self.registry.remove_partial(client, group, topic, lmqs)
+                if reset_offset_on_unsubscribe(cfg):
+                    for lmq in lmqs:
+                        await self.server.call(reset_lite_offset, self.server.broker.pop_service, group, lmq, 0)
             elif req.action == _Action.COMPLETE_ADD:
                 self.registry.add_complete(client, group, topic, lmqs)
             elif req.action == _Action.COMPLETE_REMOVE:
@@ -126,6 +138,38 @@ class LiteActivity:
         except LiteSubscriptionQuotaError as e:
             raise RequestError(Code.LITE_SUBSCRIPTION_QUOTA_EXCEEDED, str(e)) from None
         return svc.SyncLiteSubscriptionResponse(status=ok())
+
+    def _after_add(self, group: str, cfg, lmqs, evicted, req) -> None:
+        """After a PARTIAL_ADD: tell the clients that lost lite topics (their group's
+        offset back to 0 with ``lite.sub.reset.offset.exclusive``), then apply the
+        request's offset option to each of its lite topics."""
+        svc_ = self.server.broker.pop_service
+        reset = reset_offset_in_exclusive_mode(cfg)
+        for other, lmq in evicted:
+            self.notify_unsubscribe(other, lmq)
+            if reset:
+                reset_lite_offset(svc_, group, lmq, 0)
+        if req.HasField("offset_option"):
+            opt = req.offset_option
+            kind = opt.WhichOneof("offset_type")
+            value = getattr(opt, kind) if kind else None
+            if kind == "policy":
+                value = pb.OffsetOption.Policy.Name(value)
+            if kind is not None:
+                for lmq in lmqs:
+                    apply_offset_option(svc_, group, lmq, kind, value)
+
+    def notify_unsubscribe(self, client_id: str, lmq: str) -> bool:
+        """Send ``NotifyUnsubscribeLiteCommand`` for ``lmq`` to the client's Telemetry
+        stream; False when it has none."""
+        info = self.server.clients.get(client_id)
+        push = getattr(getattr(info, "channel", None), "push", None)
+        names_ = parent_and_lite(lmq)
+        if push is None or names_ is None:
+            return False
+        cmd = svc.TelemetryCommand()
+        cmd.notify_unsubscribe_lite_command.lite_topic = names_[1]
+        return push(cmd)
 
     # -- receive -------------------------------------------------------------------------
 

@@ -115,13 +115,14 @@ class SendActivity:
         cfg = server.config
         max_delay_ms = broker.config.timer_max_delay_sec * 1000
         born_host = ctx.peer_host
+        cluster = broker.broker_config.cluster_name
         resp = svc.SendMessageResponse()
         converted = []
         max_body = cfg.max_body_size
         for m in req.messages:
             tx = m.system_properties.message_type == _TRANSACTION
             msg = to_store_message(m, max_body_size=max_body, max_delay_ms=max_delay_ms,
-                                   born_host=born_host, transactional=tx)
+                                   born_host=born_host, transactional=tx, cluster=cluster)
             converted.append((msg, tx))
         topic = converted[0][0].topic
         if any(msg.topic != topic for msg, _ in converted):

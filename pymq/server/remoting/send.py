@@ -18,7 +18,13 @@ so), the born time and the connection's address as the born host. As RocketMQ 4.
 * a send to ``%RETRY%{group}`` whose ``reconsumeTimes`` reached the group's limit (or the
   client's ``maxReconsumeTimes``) goes to ``%DLQ%{group}`` instead;
 * a transaction-prepared ``sysFlag`` stores a half message (see ``transaction.py``);
-* ``DELAY`` delays by level; ONS's ``__STARTDELIVERTIME`` (ms) delivers at that time.
+* ``DELAY`` delays by level; ONS's ``__STARTDELIVERTIME`` (ms) delivers at that time;
+* as RocketMQ 5.4/5.5's broker does, a single send carrying ``_SYS_MSG_PRIORITY_`` (a
+  priority >= 0) goes to queue ``min(priority, writeQueueNums - 1)`` when its properties
+  make it a PRIORITY message (not transactional, delayed or FIFO; the topic's declared type
+  is not checked), else the priority is dropped; one carrying ``__LITE_TOPIC`` is filed in
+  its lite topic's LMQ as well (``INNER_MULTI_DISPATCH`` = ``%LMQ%$topic$lite``,
+  :mod:`pymq.broker.lite_writer`), so a 4.x producer publishes to PRIORITY and LITE topics.
 
 A batch comes as ``SEND_BATCH_MESSAGE``, or as a single send with ``batch`` (``m``) true.
 RocketMQ's broker reads that flag with ``Boolean.parseBoolean``, so the C++ client's
@@ -40,6 +46,9 @@ import struct
 
 from pymq._core.layout import TRANSACTION_PREPARED_TYPE, TRANSACTION_TYPE_MASK
 from pymq._core.message import Message, decode_properties
+from pymq.broker.lite_topic import PROPERTY_LITE_TOPIC, IllegalLiteTopicError, check_lite_topic
+from pymq.broker.lite_writer import LiteTopicQuotaError
+from pymq.broker.priority import PROPERTY_PRIORITY, apply_priority
 from pymq.broker.retry import SendBackError
 from pymq.broker.topic_config import DEFAULT_TOPIC, PERM_READ, PERM_WRITE, RETRY_GROUP_TOPIC_PREFIX, dlq_topic
 from pymq.broker.validators import is_system_topic, topic_problem
@@ -151,6 +160,10 @@ def message_type(props: dict, sys_flag: int) -> str:
     return NORMAL
 
 
+LMQ_QUOTA_REMARK = ("[LMQ_CONSUME_QUEUE_NUM_EXCEEDED]broker config enableLmq and enableMultiDispatch, lmq "
+                    "consumeQueue num exceed maxLmqConsumeQueueNum config num, default limit 2w.")
+
+
 def decode_batch(body: bytes, topic: str) -> list[tuple[int, bytes, dict]]:
     """The (flag, body, properties) of each message of a batch body; RequestError when
     it is malformed."""
@@ -260,6 +273,16 @@ class SendMessageProcessor:
         deliver_at = props.get(START_DELIVER_TIME)
         if deliver_at and "TIMER_DELIVER_MS" not in props and deliver_at.isdigit():
             props["TIMER_DELIVER_MS"] = deliver_at
+        if PROPERTY_PRIORITY in props:
+            queue_id = apply_priority(props, message_type(props, sys_flag) != NORMAL, queue_id, tc.write_queue_nums)
+        lite = props.get(PROPERTY_LITE_TOPIC)
+        if lite and not prepared and not _delayed(props) and "TIMER_DELIVER_MS" not in props:
+            try:
+                check_lite_topic(lite)
+            except IllegalLiteTopicError as e:
+                raise RequestError(ResponseCode.MESSAGE_ILLEGAL, str(e)) from None
+        else:
+            lite = None
         try:
             msg = Message(topic, cmd.body, properties=props, queue_id=queue_id, flag=opt_int(h, "flag"),
                           born_timestamp=opt_int(h, "bornTimestamp"), born_host=conn.peer,
@@ -269,6 +292,9 @@ class SendMessageProcessor:
         if prepared:
             put = self.broker.put_half_message
             args = (msg, opt_str(h, "producerGroup") or "DEFAULT_PRODUCER")
+        elif lite:
+            put = self._put_lite
+            args = (msg, lite)
         else:
             put = self.broker.put_message
             args = (msg,)
@@ -276,6 +302,14 @@ class SendMessageProcessor:
         if self.server._inline:
             return self._answer(cmd, put(*args), queue_id, kind)
         return self._put_async(cmd, put, args, queue_id, kind)
+
+    def _put_lite(self, msg, lite: str):
+        """A LITE message's put; a new lite topic past the broker's LMQ quota is answered as
+        RocketMQ answers ``LMQ_CONSUME_QUEUE_NUM_EXCEEDED``."""
+        try:
+            return self.broker.put_lite_message(msg, lite)
+        except LiteTopicQuotaError:
+            raise RequestError(ResponseCode.SYSTEM_ERROR, LMQ_QUOTA_REMARK) from None
 
     async def _put_async(self, cmd, put, args, queue_id: int, kind: tuple):
         return self._answer(cmd, await self.server.send_queue.put(put, *args), queue_id, kind)
