@@ -12,65 +12,18 @@ Each case starts its own master, slave and name server: the master is stopped in
 
 from __future__ import annotations
 
-import json
-import os
-import pathlib
-import time
-
 import pytest
 
+from replication_e2e import MESSAGES, SEGMENT, compile_ha_client, create_topic, java_json, queued, route_brokers, wait_for
 from remoting_wire import call                 # tests/ is on sys.path
 from serve_process import ServeProcess
 
-MESSAGES = int(os.environ.get("PYMQ_HA_E2E_MESSAGES", "1000"))
-SEGMENT = 16 * 1024 * 1024       # the pymq slave's segments (serve_process.prepare_store): the master's must match
 TOPIC = "HaE2E"
 
 
 @pytest.fixture(scope="module")
 def ha_client(rocketmq_home, tmp_path_factory):
-    """tests/java/HaClient.java, compiled once for the module."""
-    from real_rocketmq import REPO, JavaProgram
-    return JavaProgram.compile(rocketmq_home, tmp_path_factory.mktemp("ha-client"),
-                               REPO / "tests" / "java" / "HaClient.java")
-
-
-def java_json(program, run_dir: pathlib.Path, *args: str, timeout: float = 300) -> dict:
-    """Run HaClient; its one JSON line."""
-    p = program.run(run_dir, *args, timeout=timeout)
-    lines = [line for line in p.stdout.splitlines() if line.startswith("{")]
-    assert p.returncode == 0 and lines, p.stdout[-3000:]
-    return json.loads(lines[-1])
-
-
-def slave_offset(slave: ServeProcess, topic: str, queues: int) -> int:
-    """Messages in the slave's queues of ``topic`` (GET_MAX_OFFSET per queue)."""
-    total = 0
-    for q in range(queues):
-        head, _ = call(slave.listening["broker"], 30, {"topic": topic, "queueId": q})
-        total += int(head["extFields"]["offset"]) if head["code"] == 0 else 0
-    return total
-
-
-def wait_for(check, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while True:
-        got = check()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.2)
-
-
-def route_brokers(namesrv: str, topic: str) -> dict:
-    """brokerName -> {brokerId: address} of the topic's route (GET_ROUTEINFO_BY_TOPIC)."""
-    from pymq.store.fastjson import loads_fastjson
-    head, body = call(namesrv, 105, {"topic": topic})
-    if head["code"] != 0:
-        return {}
-    return {b["brokerName"]: {int(k): v for k, v in b["brokerAddrs"].items()}
-            for b in loads_fastjson(body)["brokerDatas"]}
+    return compile_ha_client(rocketmq_home, tmp_path_factory.mktemp("ha-client"))
 
 
 @pytest.fixture(params=["rocketmq-namesrv", "pymq-namesrv"])
@@ -95,13 +48,11 @@ def test_real_master_to_pymq_slave_consumed_after_master_stops(namesrv_kind, roc
                              "--master", f"127.0.0.1:{master.port + 1}", "--master-broker", master.address,
                              "--namesrv-addr", ns, "--broker-name", "broker-ha", "--broker-id", "1",
                              "--slave-sync-interval", "1").start()
-        created = call(master.address, 17, {"topic": TOPIC, "readQueueNums": 4, "writeQueueNums": 4, "perm": 6,
-                                            "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": "false"})
-        assert created[0]["code"] == 0, created
+        create_topic(master.address, TOPIC)
         sent = java_json(ha_client, tmp_path / "producer", "produce", ns, TOPIC, "0", str(MESSAGES))
         assert sent["statuses"] == {"SEND_OK": MESSAGES} and sent["errors"] == 0, sent
         # the slave has every message (replicated bytes, dispatched into its queues) and the topic
-        wait_for(lambda: slave_offset(slave, TOPIC, 4) == MESSAGES, 60, "the slave to hold every message")
+        wait_for(lambda: queued(slave.listening["broker"], TOPIC) == MESSAGES, 60, "the slave to hold every message")
         wait_for(lambda: route_brokers(ns, TOPIC).get("broker-ha", {}).keys() == {0, 1}, 45,
                  "master and slave in the topic's route")
         master.stop_broker()                         # TERM: it unregisters, as a stopped master does
