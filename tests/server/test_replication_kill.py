@@ -13,83 +13,17 @@ from __future__ import annotations
 import os
 import random
 import signal
-import socket
-import struct
 import threading
 import time
 
 import pytest
 
-from remoting_wire import FrameReader, call, connect, request
-from rocketmq_decoder import decode_record
+from remoting_wire import call
+from replication_e2e import PULL, missing_on_slave, send_until_closed
 from serve_process import ServeProcess
 
 TOPIC = "KillT"
 QUEUES = 4
-PULL = {"consumerGroup": "kill_check", "topic": TOPIC, "maxMsgNums": 32, "sysFlag": 0, "commitOffset": 0,
-        "suspendTimeoutMillis": 0, "subscription": "*", "subVersion": 0}
-
-
-def send_until_closed(addr: str, prefix: str, acked: dict, others: dict, stop: threading.Event) -> None:
-    """Send "<prefix>-<n>" bodies one at a time until the connection breaks or ``stop``:
-    SEND_OK answers go to ``acked`` (body -> (queueId, queueOffset)), other codes are
-    counted in ``others``."""
-    try:
-        s = connect(addr)
-    except OSError:
-        return
-    reader = FrameReader(s)
-    n = 0
-    try:
-        while not stop.is_set():
-            body = f"{prefix}-{n}".encode()
-            ext = {"producerGroup": "kill_pg", "topic": TOPIC, "defaultTopic": "TBW102", "defaultTopicQueueNums": "4",
-                   "queueId": str(n % QUEUES), "sysFlag": "0", "bornTimestamp": str(int(time.time() * 1000)),
-                   "flag": "0", "properties": "", "reconsumeTimes": "0"}
-            s.sendall(request(10, ext, opaque=n + 1, body=body))
-            got = reader.frame(timeout=10)
-            if got is None:
-                return
-            head, _ = got
-            if head["code"] == 0:
-                acked[body] = (int(head["extFields"]["queueId"]), int(head["extFields"]["queueOffset"]))
-            else:
-                others[head["code"]] = others.get(head["code"], 0) + 1
-            n += 1
-    except (OSError, socket.timeout, struct.error):
-        return
-    finally:
-        s.close()
-
-
-def slave_bodies(slave: str, queue: int, start: int, count: int) -> dict:
-    """queueOffset -> body of the slave's messages in ``queue`` from ``start`` (PULL_MESSAGE)."""
-    out = {}
-    off = start
-    while off < start + count:
-        head, body = call(slave, 11, dict(PULL, queueId=queue, queueOffset=off))
-        if head["code"] != 0:
-            break
-        pos = 0
-        while pos < len(body):
-            rec = decode_record(body, pos)
-            out[rec["queue_offset"]] = bytes(rec["body"])
-            pos += rec["total_size"]
-        off = int(head["extFields"]["nextBeginOffset"])
-    return out
-
-
-def missing_on_slave(slave: str, acked: dict) -> list:
-    """The acknowledged bodies the slave does not serve at their queue and offset."""
-    by_queue: dict = {}
-    for body, (q, off) in acked.items():
-        by_queue.setdefault(q, []).append((off, body))
-    missing = []
-    for q, items in by_queue.items():
-        lo = min(o for o, _ in items)
-        have = slave_bodies(slave, q, lo, max(o for o, _ in items) - lo + 1)
-        missing += [b for o, b in items if have.get(o) != b]
-    return missing
 
 
 @pytest.fixture(scope="module")
@@ -138,7 +72,7 @@ def test_sync_master_sigkill_loses_no_acknowledged_send(slave, ports, tmp_path):
             stop = threading.Event()
             before = len(acked)
             producer = threading.Thread(target=send_until_closed,
-                                        args=(master.listening["broker"], f"k{k}", acked, others, stop))
+                                        args=(master.listening["broker"], TOPIC, f"k{k}", acked, others, stop))
             producer.start()
             # the slave reconnects with back-off (up to 5 s): until it has, sends are answered
             # SLAVE_NOT_AVAILABLE; the kill comes at a random point after the first SEND_OK
@@ -157,12 +91,12 @@ def test_sync_master_sigkill_loses_no_acknowledged_send(slave, ports, tmp_path):
         # slave's consume queues are dispatched from the replicated log a moment after it
         # acknowledged the bytes, so the pulls may take a few tries
         deadline = time.monotonic() + 10
-        while (missing := missing_on_slave(slave_addr, acked)) and time.monotonic() < deadline:
+        while (missing := missing_on_slave(slave_addr, TOPIC, acked)) and time.monotonic() < deadline:
             time.sleep(0.2)
         assert not missing, (f"kill {k}: {len(missing)} of {len(acked)} acknowledged sends not on the slave: "
                              f"{missing[:5]} {[acked[b] for b in missing[:5]]}; slave queues "
                              f"{[call(slave_addr, 30, {'topic': TOPIC, 'queueId': q})[0] for q in range(QUEUES)]}, "
-                             f"pull {call(slave_addr, 11, dict(PULL, queueId=acked[missing[0]][0], queueOffset=acked[missing[0]][1]))[0]}"
+                             f"pull {call(slave_addr, 11, dict(PULL, topic=TOPIC, queueId=acked[missing[0]][0], queueOffset=acked[missing[0]][1]))[0]}"
                              f"\n{''.join(slave.output[-10:])}")
         assert len(acked) > before, f"kill {k}: nothing acknowledged ({others})\n{''.join(master.output[-20:])}"
     print(f"\nSYNC_MASTER through pymq serve: {kills} SIGKILLs, {len(acked)} sends acknowledged SEND_OK, "
