@@ -160,6 +160,28 @@ class RealBroker:
                 raise RuntimeError(f"the {name} (pid {pid}) did not stop")
             pid_file.unlink()
 
+    def stop_broker(self, sig: int = signal.SIGTERM) -> None:
+        """Stop the broker alone (its name server keeps running): by ``sig`` (TERM: it
+        unregisters from the name server and shuts down cleanly; KILL: as a crash), KILL
+        after 30 s. ``stop`` later stops the name server."""
+        pid_file = self.run_dir / "broker.pid"
+        if not pid_file.exists():
+            return
+        pid = int(pid_file.read_text())
+        for s, wait in ((sig, 30), (signal.SIGKILL, 10)):
+            try:
+                os.kill(pid, s)
+            except ProcessLookupError:
+                break
+            deadline = time.monotonic() + wait
+            while _alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if not _alive(pid):
+                break
+        if _alive(pid):
+            raise RuntimeError(f"the broker (pid {pid}) did not stop")
+        pid_file.unlink()
+
     def kill(self) -> None:
         """Stop both at once by KILL (``abort`` stays: the store is left as after a crash),
         for a test done with the broker that needs no clean shutdown (that takes ~6 s)."""

@@ -216,7 +216,10 @@ def runs(request, tmp_path_factory):
     if any(p.needs_server for _n, p in todo):
         ports = {"8081": free_port(), "9876": free_port(), "10911": free_port()}
         server = ServeProcess(str(base / "served-store"), "--port", str(ports["8081"]),
-                              "--namesrv-port", str(ports["9876"]), "--broker-port", str(ports["10911"])).start()
+                              "--namesrv-port", str(ports["9876"]), "--broker-port", str(ports["10911"]),
+                              # a fixed broker port also takes port - 2 (VIP) and + 1 (HA), which
+                              # the other picked ports may be: the snippets need neither
+                              "--vip-port", "off", "--ha-port", "off").start()
         endpoints = {f"127.0.0.1:{default}": f"127.0.0.1:{port}" for default, port in ports.items()}
     pool = ThreadPoolExecutor(WORKERS)
     futures: dict[str, Future] = {}

@@ -97,6 +97,7 @@ class StoreCollector:
             yield _gauge("rocketmq_half_messages", "Half (prepared) messages not resolved yet",
                          st["transactions"]["half_pending"])
         yield from self._storage(st)
+        yield from self._replication(st.get("replication") or {})
         yield from self._services(st)
         clients = getattr(self.store, "client_manager", None)
         if clients is not None:
@@ -114,6 +115,39 @@ class StoreCollector:
             for w in warnings:
                 warned.add_metric([w["kind"]], 1)
             yield warned
+
+    @staticmethod
+    def _replication(rep: dict):
+        """Master/slave replication (docs/replication.md), when the store has HA: on a master
+        what a failover to its most advanced slave would lose, per slave its own lag; on a
+        slave what it lacks of what the master announced."""
+        if not rep.get("ha"):
+            return
+        role = {"role": rep["role"]}
+        if rep.get("lag_bytes") is not None:
+            yield _gauge("pymq_replication_lag_bytes", "Commit-log bytes the master holds and the slave does not "
+                         "(on a master: its most advanced slave; the loss bound of a failover)",
+                         rep["lag_bytes"], role)
+        if rep.get("lag_seconds") is not None:
+            yield _gauge("pymq_replication_lag_seconds", "Age of the oldest record the slave lacks (on a slave: "
+                         "seconds since it last held all the master announced, a bound)", rep["lag_seconds"], role)
+        if "slaves_connected" in rep:
+            yield _gauge("pymq_replication_slaves_connected", "Slaves connected to the HA port",
+                         rep["slaves_connected"])
+            per_bytes = GaugeMetricFamily("pymq_replication_slave_lag_bytes", "Bytes a connected slave has not "
+                                          "acknowledged", labels=["slave"])
+            per_seconds = GaugeMetricFamily("pymq_replication_slave_lag_seconds", "Age of the oldest record a "
+                                            "connected slave has not acknowledged", labels=["slave"])
+            for sl in rep.get("slaves", ()):
+                if sl.get("lag_bytes") is not None:
+                    per_bytes.add_metric([sl["address"]], sl["lag_bytes"])
+                if sl.get("lag_seconds") is not None:
+                    per_seconds.add_metric([sl["address"]], sl["lag_seconds"])
+            yield per_bytes
+            yield per_seconds
+        if "connected" in rep:
+            yield _gauge("pymq_replication_connected", "1 while the slave is connected to its master's HA port",
+                         1 if rep["connected"] else 0)
 
     @staticmethod
     def _storage(st: dict):

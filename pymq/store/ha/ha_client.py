@@ -45,6 +45,7 @@ class HAClient:
         self.connected = False
         self.master_offset_seen = -1        # the newest frame's end (or heartbeat offset)
         self.last_master_byte = 0.0         # time.time() of the master's last byte
+        self.caught_up_at = 0.0             # time.time() when applied last reached the master's offset seen
         self.reported_offset = -1
         self.connects = 0
         self.disconnects = 0
@@ -148,6 +149,8 @@ class HAClient:
                     if count or end > self.reported_offset:
                         self._report(ch, end)
                 self.master_offset_seen = max(self.master_offset_seen, phy + size)
+                if self.replica.applied_end >= self.master_offset_seen:
+                    self.caught_up_at = time.time()
                 if time.monotonic() - ch.last_write > self.heartbeat_s:
                     self._report(ch, self.replica.applied_end)
         finally:
@@ -161,9 +164,17 @@ class HAClient:
     # -- metrics ---------------------------------------------------------------------------
 
     def stats(self) -> dict:
-        """The slave's view: the master's offset seen vs applied, seconds since its last byte."""
+        """The slave's view: the master's offset seen vs applied, seconds since its last byte.
+        ``lag_seconds`` bounds the age of what the slave lacks: 0 when it holds all the master
+        announced, else the seconds since it last did (every record it lacks was written
+        after that); None before it ever caught up."""
         applied = self.replica.applied_end
         seen = self.master_offset_seen
+        lag_bytes = max(0, seen - applied) if seen >= 0 else None
+        if lag_bytes == 0:
+            lag_seconds: Optional[float] = 0.0
+        else:
+            lag_seconds = round(time.time() - self.caught_up_at, 3) if self.caught_up_at else None
         return {
             "role": "SLAVE",
             "master_address": self.master_address,
@@ -171,7 +182,8 @@ class HAClient:
             "applied_offset": applied,
             "received_offset": self.replica.received_end,
             "master_offset_seen": seen,
-            "lag_bytes": max(0, seen - applied) if seen >= 0 else None,
+            "lag_bytes": lag_bytes,
+            "lag_seconds": lag_seconds,
             "seconds_since_master_byte": (round(time.time() - self.last_master_byte, 3)
                                           if self.last_master_byte else None),
             "reported_offset": self.reported_offset,

@@ -186,6 +186,9 @@ class HAService:
             "master_offset": master_max,
             "push_to_slave_max_offset": acked,
             "lag_bytes": max(0, master_max - acked) if slaves else None,
+            # what a failover to the most advanced slave loses: bytes, and the age of the
+            # oldest record it has not acknowledged
+            "lag_seconds": self._lag_seconds(acked, master_max) if slaves else None,
             "sync_requests_waiting": self.group_transfer.pending(),
             "accepted": self.accepted,
             "refused": self.refused,
