@@ -230,7 +230,8 @@ def main(argv=None) -> int:
         pymq.MessageStore(store, pymq.StoreConfig(commitlog_file_size=256 << 20, warm_mapped_file_enable=False)).shutdown()
         ns_port, br_port = free_port(), free_port()
         proc = subprocess.Popen([sys.executable, "-m", "pymq", "serve", "--store", store, "--port", "off",
-                                 "--namesrv-port", str(ns_port), "--broker-port", str(br_port)],
+                                 "--namesrv-port", str(ns_port), "--broker-port", str(br_port),
+                                 "--vip-port", "off", "--ha-port", "off"],
                                 stdout=subprocess.PIPE, text=True)
         try:
             for line in proc.stdout:

@@ -85,7 +85,8 @@ class PymqServer:
         log = open(self.run_dir / "serve.log", "w")
         self.proc = subprocess.Popen([sys.executable, "-m", "pymq", "serve", "--store", str(self.run_dir / "store"),
                                       "--port", "off", "--namesrv-port", str(self.namesrv_port),
-                                      "--broker-port", str(self.port)], stdout=log, stderr=subprocess.STDOUT)
+                                      "--broker-port", str(self.port), "--vip-port", "off", "--ha-port", "off"],
+                                     stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if "pymq serve: ready" in (self.run_dir / "serve.log").read_text():

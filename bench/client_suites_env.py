@@ -91,7 +91,8 @@ class PymqServe:
         log = self.run_dir / "serve.log"
         self.proc = subprocess.Popen([sys.executable, "-m", "pymq", "serve", "--store", str(store),
                                       "--port", str(self.grpc_port), "--namesrv-port", str(self.namesrv_port),
-                                      "--broker-port", str(self.broker_port), *self.extra],
+                                      "--broker-port", str(self.broker_port), "--vip-port", "off",
+                                      "--ha-port", "off", *self.extra],
                                      stdout=open(log, "w"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      cwd=REPO)
         deadline = time.monotonic() + 60

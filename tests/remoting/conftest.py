@@ -32,8 +32,9 @@ class Server(ServeProcess):
         self.extra = list(extra)
 
     def start(self, timeout: float = 30.0, namesrv_port: int = 0, broker_port: int = 0) -> "Server":
+        # no VIP channel or HA port: beside a fixed broker port they would take port - 2 and + 1
         self.args = ["--port", "off", "--namesrv-port", str(namesrv_port), "--broker-port", str(broker_port),
-                     *self.extra]
+                     "--vip-port", "off", "--ha-port", "off", *self.extra]
         super().start(timeout)
         self.namesrv, self.broker = self.listening["namesrv"], self.listening["broker"]
         return self
