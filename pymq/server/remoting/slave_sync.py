@@ -12,7 +12,7 @@ Every ``slave_sync_interval_s`` (10 s, as RocketMQ's ``BrokerController`` schedu
 
 Each table is synced on its own; one that fails does not keep the others from syncing. A
 master that cannot be reached is logged once per episode (and when it answers again), and
-the next attempt waits longer, up to a minute. No master address (the name server has not
+the next attempt waits longer, up to two intervals. No master address (the name server has not
 named it yet), or the slave's own address: nothing is asked.
 """
 
@@ -29,8 +29,10 @@ from .codes import RequestCode, ResponseCode, code_name
 
 log = logging.getLogger("pymq")
 
-#: the longest wait between attempts while the master fails
-MAX_BACKOFF_S = 60.0
+#: the longest wait between attempts while the master fails, in sync intervals: a master
+#: that returns after an outage is synced from within two intervals (RocketMQ retries at
+#: its fixed 10 s), and a dead one is asked at most every 20 s by default
+MAX_BACKOFF_INTERVALS = 2.0
 
 
 class SyncError(Exception):
@@ -142,7 +144,7 @@ class SlaveSynchronize:
             except Exception as e:          # never let the thread die: log, back off, go on
                 self.failures.failed(e, exc_info=True)
                 ok = False
-            wait = self.interval_s if ok else min(max(wait * 2, self.interval_s), max(MAX_BACKOFF_S, self.interval_s))
+            wait = self.interval_s if ok else min(max(wait * 2, self.interval_s), MAX_BACKOFF_INTERVALS * self.interval_s)
             self._wake.wait(wait)
             self._wake.clear()
 
