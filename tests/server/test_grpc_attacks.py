@@ -164,8 +164,9 @@ def test_what_the_broker_accepts_still_fits_the_inbound_limit(auth_server, body_
         assert stub.SendMessage(single, metadata=signed_metadata(AK, SK), timeout=10).status.code == pb.Code.OK
         # the store counts 20 + body + 2 + properties bytes per message of a batch (as
         # RocketMQ's broker does) against max_message_size; these messages' properties
-        # (UNIQ_KEY, TAGS, KEYS, WAIT) take 71 bytes
-        n = 4 * MIB // (body_size + 93)
+        # (UNIQ_KEY, TAGS, KEYS, and what RocketMQ 5's proxy and broker add: CLUSTER,
+        # PGROUP, RECONSUME_TIME, __BORNHOST, BORN_TIMESTAMP) take 178 bytes
+        n = 4 * MIB // (body_size + 200)
         batch = _batch(n, body_size)
         resp = stub.SendMessage(batch, metadata=signed_metadata(AK, SK), timeout=10)
         print(f"batch of {n} x {body_size} B: {batch.ByteSize()} bytes on the wire")
