@@ -123,10 +123,30 @@ def test_master_consumes_half_then_dies(pair):
     master.stop(sig=signal.SIGKILL, timeout=10)
 
 
+def test_slave_delivers_only_what_the_master_did_not_ack(pair):
+    _, slave = pair
+    assert STATE, "needs test_master_consumes_half_then_dies"
+    held_id, held_until = STATE["b_held"]
+    c = _consumer(slave.listening["grpc"], "g-half", "SlavePopB")
+    try:
+        got = {}
+        deadline = time.monotonic() + 30
+        while len(got) < N - N // 2 and time.monotonic() < deadline:
+            for m in c.receive(16, 30):
+                assert m.message_id not in STATE["b_acked"], "acked on the master, delivered again"
+                assert m.message_id not in got
+                got[m.message_id] = time.monotonic()
+                c.ack(m)
+        assert set(got) == STATE["b"] - STATE["b_acked"]
+        # the master's in-flight message kept its invisible time on the slave
+        assert got[held_id] >= held_until - 0.5, (got[held_id], held_until)
+    finally:
+        c.shutdown()
+
+
 def test_slave_serves_receive_ack_redelivery(pair):
     from rocketmq.v5.exception import BadRequestException
     _, slave = pair
-    assert STATE, "needs test_master_consumes_half_then_dies"
     c = _consumer(slave.listening["grpc"], "g-all", "SlavePopA")
     try:
         first = c.receive(1, 3)                  # not acked: back after 3 s
@@ -149,26 +169,6 @@ def test_slave_serves_receive_ack_redelivery(pair):
         c.change_invisible_duration(again[0], 20)             # a new handle, which acks it
         c.ack(again[0])
         assert c.receive(16, 30) == []                        # all acked: nothing more (5 s poll)
-    finally:
-        c.shutdown()
-
-
-def test_slave_delivers_only_what_the_master_did_not_ack(pair):
-    _, slave = pair
-    held_id, held_until = STATE["b_held"]
-    c = _consumer(slave.listening["grpc"], "g-half", "SlavePopB")
-    try:
-        got = {}
-        deadline = time.monotonic() + 30
-        while len(got) < N - N // 2 and time.monotonic() < deadline:
-            for m in c.receive(16, 30):
-                assert m.message_id not in STATE["b_acked"], "acked on the master, delivered again"
-                assert m.message_id not in got
-                got[m.message_id] = time.monotonic()
-                c.ack(m)
-        assert set(got) == STATE["b"] - STATE["b_acked"]
-        # the master's in-flight message kept its invisible time on the slave
-        assert got[held_id] >= held_until - 0.5, (got[held_id], held_until)
     finally:
         c.shutdown()
 
