@@ -192,3 +192,60 @@ def test_past_retries_held_back_and_nothing_written(pair):
     assert queued(sb, "%DLQ%g-park", 1) <= 0
     # every pop, ack and change on the slave was kept in memory: its revive log is the master's
     assert _max_offset(sb, REVIVE, 0) == STATE["revive_end"]
+
+
+# -- embedded: a slave's store is its master's byte for byte (a copy of a stopped master's) --
+
+def _store_config(role: str):
+    import pymq
+    return pymq.StoreConfig(broker_role=role, commitlog_file_size=16 * 1024 * 1024, consume_queue_entries=20_000,
+                            index_hash_slots=20_000, index_max_entries=400_000, warm_mapped_file_enable=False)
+
+
+def test_embedded_slave_takes_over_and_restart_keeps_local_offsets(tmp_path):
+    import os
+    import shutil
+
+    import pymq
+    from pymq.broker.broker_role import SlaveWriteError
+    from pymq.broker.pop_service import wall_clock_ms
+
+    master = pymq.Broker(str(tmp_path / "m"), _store_config("ASYNC_MASTER")).start()
+    master.put_messages([pymq.Message("T", b"m%d" % i) for i in range(10)])
+    popped = master.pop_message("g", "T", 4, 60_000, timeout_s=5).messages
+    assert [m.queue_offset for m in popped] == [0, 1, 2, 3]
+    master.ack_message(popped[0].receipt_handle)
+    master.ack_message(popped[2].receipt_handle)
+    master.shutdown()
+    shutil.copytree(tmp_path / "m", tmp_path / "s")
+    os.remove(tmp_path / "s" / "config" / "popState.json")        # not replicated
+    revive = lambda b: b.get_max_offset_in_queue(REVIVE, 0)      # noqa: E731
+
+    slave = pymq.Broker(str(tmp_path / "s"), _store_config("SLAVE")).start()
+    try:
+        end = revive(slave)
+        got = slave.pop_message("g", "T", 32, 60_000).messages
+        assert [m.queue_offset for m in got] == [4, 5, 6, 7, 8, 9]     # 0, 2 acked, 1, 3 in flight
+        slave.ack_message(popped[1].receipt_handle)                    # the master's handle is current
+        for m in got:
+            slave.ack_message(m.receipt_handle)
+        slave.pop_service.clock = lambda: wall_clock_ms() + 120_000    # 3's invisible time passes
+        again = slave.pop_message("g", "T", 32, 60_000).messages
+        assert [(m.queue_offset, m.reconsume_times) for m in again] == [(3, 1)]
+        with pytest.raises(SlaveWriteError):
+            slave.forward_to_dead_letter(again[0].receipt_handle)
+        slave.ack_message(again[0].receipt_handle)
+        slave.pop_service.revive()
+        assert slave.query_offset("g", "T", 0) == 10                   # committed locally
+        assert revive(slave) == end                                    # nothing written
+    finally:
+        slave.shutdown()
+    assert not os.path.exists(tmp_path / "s" / "config" / "popState.json")
+    # a restart loses the in-memory state; the replayed log says 1 and 3 are in flight, but
+    # the local consumer offset says everything below 10 is done
+    slave = pymq.Broker(str(tmp_path / "s"), _store_config("SLAVE")).start()
+    try:
+        slave.pop_service.clock = lambda: wall_clock_ms() + 120_000
+        assert slave.pop_message("g", "T", 32, 60_000).messages == []
+    finally:
+        slave.shutdown()
