@@ -89,14 +89,15 @@ class Broker(MessageStore):
 
     def start(self) -> "Broker":
         """Start the store, then the broker's services (revive, transaction check); on a
-        slave neither, nor delay-level and timer delivery (:mod:`.broker_role`)."""
+        slave no transaction check, nor delay-level and timer delivery, and the revive
+        service of its in-memory pop state (:mod:`.broker_role`, :mod:`.slave_pop`)."""
         if self._running:
             return self
         if self.is_slave:
             self._hold_master_services()
         super().start()
+        self.pop_service.start()
         if not self.is_slave:
-            self.pop_service.start()
             self.transaction_service.start()
         return self
 
@@ -142,8 +143,9 @@ class Broker(MessageStore):
         """Stop the broker's services, persist its tables, then shut the store down."""
         if self._closed:
             return
-        if self._running and not self.is_slave:
-            self.transaction_service.shutdown()
+        if self._running:
+            if not self.is_slave:
+                self.transaction_service.shutdown()
             self.pop_service.shutdown()
         self.topic_config_manager.close()
         self.subscription_group_manager.close()
@@ -226,15 +228,14 @@ class Broker(MessageStore):
                     tags: Optional[str] = None, timeout_s: float = 0.0):
         """Receive up to ``max_nums`` messages of ``topic`` for ``group``, hidden from the
         group for ``invisible_time_ms``, waiting up to ``timeout_s`` when there are none;
-        see :class:`~pymq.broker.pop_service.PopMessageService`."""
+        see :class:`~pymq.broker.pop_service.PopMessageService` (on a slave the pop state
+        is kept in memory only, :mod:`.slave_pop`)."""
         self._check_open()
-        check_writable(self.broker_role, "pop")
         return self.pop_service.pop_message(group, topic, max_nums, invisible_time_ms, tags, timeout_s)
 
     def ack_message(self, receipt_handle: str):
         """Remove a popped message for good."""
         self._check_open()
-        check_writable(self.broker_role, "ack")
         return self.pop_service.ack_message(receipt_handle)
 
     def forward_to_dead_letter(self, receipt_handle: str) -> None:
@@ -247,7 +248,6 @@ class Broker(MessageStore):
     def change_invisible_time(self, receipt_handle: str, invisible_time_ms: int) -> str:
         """Hide a popped message for ``invisible_time_ms`` from now; returns its new handle."""
         self._check_open()
-        check_writable(self.broker_role, "changing the invisible time")
         return self.pop_service.change_invisible_time(receipt_handle, invisible_time_ms)
 
     def delete_topic(self, topic: str) -> bool:

@@ -18,9 +18,11 @@ of its own may be appended to it. As RocketMQ 4.9.7's broker (``BrokerController
   (``UPDATE_CONSUMER_OFFSET``) are kept locally until the next metadata sync overwrites
   them (:mod:`pymq.server.remoting.slave_sync`).
 
-pymq also refuses, with :class:`SlaveWriteError`, the broker calls that would append
-records on a slave (pop, ack, invisibility changes, transaction ends, recalls): a 4.9.7
-slave's store refuses each of their puts the same way.
+pymq also refuses, with :class:`SlaveWriteError`, the broker calls that would put messages
+on a slave (transaction ends, recalls, forwards to the dead-letter queue): a 4.9.7 slave's
+store refuses each of their puts the same way. Pop, ack and invisibility changes are
+served, their state kept in memory only (:mod:`.slave_pop`), as a 5.x slave keeps its pop
+checkpoints in memory.
 """
 
 from __future__ import annotations

@@ -237,6 +237,11 @@ def dead_letter(svc, key: tuple, s: QueuePopState, offset: int, e: PopEntry, m, 
     (an ``ack`` record with ``"r": "dlq"``). Returns that record's put result, or None
     when the dead-letter put failed (with ``retry``, the entry then stays expired and is
     tried again later; without, the error propagates)."""
+    if svc.slave:               # a slave puts nothing: held back instead (:mod:`.slave_pop`)
+        if not retry:
+            raise StoreStateError("a slave cannot put to the dead-letter queue")
+        svc.revive_log.park(svc, key, s, offset, e)
+        return None
     group = key[0]
     m.reconsume_times = e.reconsume_times
     m.properties.pop(POP_CK, None)

@@ -36,6 +36,7 @@ from .pop_state import PopState
 from .priority import priority_factor, scan_order, use_priority_mode
 from .receipt_handle import InvalidReceiptHandleError, decode_receipt_handle, encode_receipt_handle
 from .revive_log import PopStateSnapshot, ReviveLog, rebuild_pop_state, revive_topic
+from .slave_pop import SlaveReviveLog
 from .topic_message_type import PRIORITY, declared_message_type
 
 log = logging.getLogger("pymq")
@@ -91,7 +92,13 @@ class PopMessageService:
         self._committed: dict[tuple, int] = {}
         self.revive_log = ReviveLog(broker, revive_topic(broker_config.cluster_name))
         self.snapshot = PopStateSnapshot(broker.store_path)
-        self.state = self._recover()
+        #: on a slave: the state in memory only, taken over at the first change (:mod:`.slave_pop`)
+        self.slave = broker.is_slave
+        if self.slave:
+            self.revive_log = SlaveReviveLog(self.revive_log)
+            self.state = PopState()
+        else:
+            self.state = self._recover()
         # ids of deliveries: above anything recovered, and above anything handed out before
         # a crash that lost its record (ids start at the wall clock in µs-like units)
         self._next_id = max(self.state.max_pop_id + 1, wall_clock_ms() * 1000)
@@ -114,8 +121,11 @@ class PopMessageService:
         self.revive_service.start()
 
     def shutdown(self) -> None:
-        """Stop the revive service and snapshot the state."""
+        """Stop the revive service and snapshot the state (not on a slave: its state is
+        in memory only)."""
         self.revive_service.shutdown()
+        if self.slave:
+            return
         try:
             self.persist_snapshot()
         except Exception:
@@ -123,7 +133,10 @@ class PopMessageService:
 
     def persist_snapshot(self) -> None:
         """Write ``config/popState.json``: the state as of the last record, once the
-        commit log holding the records is flushed."""
+        commit log holding the records is flushed. Not on a slave (its records are its
+        master's)."""
+        if self.slave:
+            return
         with self._lock:
             doc = self.state.to_json()
             offset = self.revive_log.next_offset
@@ -190,6 +203,8 @@ class PopMessageService:
         msgs: list = []
         last_put = None
         with self._lock:
+            if self.slave:
+                self.revive_log.take_over(self)
             now = self.clock()
             if qids:
                 start = self._rr.get((group, topic), 0)
@@ -287,6 +302,8 @@ class PopMessageService:
         out: list = []
         put = None
         with self._lock:
+            if self.slave:
+                self.revive_log.take_over(self)
             for handle in receipt_handles:
                 try:
                     h, s, entry = self._current(handle)
@@ -309,6 +326,8 @@ class PopMessageService:
         if not isinstance(invisible_time_ms, int) or invisible_time_ms < 0:
             raise ValueError("invisible_time_ms must be an int >= 0 (ms)")
         with self._lock:
+            if self.slave:
+                self.revive_log.take_over(self)
             h, s, entry = self._current(receipt_handle)
             new_id = self._new_id()
             doc = {"g": h.group, "t": h.topic, "q": h.queue_id, "o": h.offset, "id": h.pop_id,

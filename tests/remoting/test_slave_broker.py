@@ -128,7 +128,7 @@ def test_offset_commit_kept_on_slave_pull_does_not_commit(pair):
     assert call(s, 14, {"consumerGroup": "local_g", "topic": "PullT", "queueId": 0})[0]["extFields"]["offset"] == "3"
 
 
-def test_grpc_writes_refused(pair):
+def test_grpc_writes_refused_receives_served(pair):
     import grpc
     from rocketmq.grpc_protocol import definition_pb2 as pb
     from rocketmq.grpc_protocol import service_pb2 as svc
@@ -148,9 +148,15 @@ def test_grpc_writes_refused(pair):
                                                     entries=[svc.AckMessageEntry(message_id="01ABC",
                                                                                 receipt_handle="x")]),
                               metadata=meta, timeout=10)
-        assert ack.status.code == pb.FORBIDDEN
+        # receive, ack and invisibility changes are served (pop state in memory, nothing
+        # written): a handle that is no receipt handle is refused as such, not as a write
+        assert ack.status.code == pb.INVALID_RECEIPT_HANDLE, ack
+        fwd = stub.ForwardMessageToDeadLetterQueue(svc.ForwardMessageToDeadLetterQueueRequest(
+            group=pb.Resource(name="g"), topic=pb.Resource(name="SlaveT"), receipt_handle="x", message_id="01ABC",
+            delivery_attempt=1, max_delivery_attempts=16), metadata=meta, timeout=10)
+        assert fwd.status.code == pb.FORBIDDEN and "slave" in fwd.status.message, fwd
         received = list(stub.ReceiveMessage(svc.ReceiveMessageRequest(
             group=pb.Resource(name="g"), message_queue=pb.MessageQueue(topic=pb.Resource(name="SlaveT")),
             batch_size=1), metadata=meta, timeout=10))
-        assert received[0].status.code == pb.FORBIDDEN
+        assert received[0].status.code != pb.FORBIDDEN, received[0]
     assert _commitlog_bytes(slave.store) == 0

@@ -15,10 +15,11 @@ from . import names
 from .context import make_context
 from .status import Code, RequestError, ok, status, status_of
 
-#: what a slave answers the calls that would write (send, transaction end, recall, receive,
-#: ack, invisibility, dead-letter forward): its commit log is its master's
-SLAVE_REFUSAL = ("this broker is a slave (brokerRole SLAVE): it serves no writes and no receives, "
-                 "whose invisibility and acks are written; call its master")
+#: what a slave answers the calls that would write (send, transaction end, recall,
+#: dead-letter forward): its commit log is its master's. Receive, ack and invisibility
+#: changes are served, their state kept in memory (:mod:`pymq.broker.slave_pop`)
+SLAVE_REFUSAL = ("this broker is a slave (brokerRole SLAVE): it puts no messages (sends, transaction ends, "
+                 "recalls, dead-letter forwards); call its master")
 
 class MessagingService(svc_grpc.MessagingServiceServicer):
     """``apache.rocketmq.v2.MessagingService`` over a :class:`~pymq.server.grpc.GrpcServer`."""
@@ -123,9 +124,6 @@ class MessagingService(svc_grpc.MessagingServiceServicer):
             except RequestError as exc:
                 yield svc.ReceiveMessageResponse(status=status_of(exc))
                 return
-            if server.broker.is_slave:       # a receive writes its invisibility (pop state)
-                yield svc.ReceiveMessageResponse(status=status(Code.FORBIDDEN, SLAVE_REFUSAL))
-                return
             async for item in server.consume.receive_message(ctx, request):
                 if first is None and item.HasField("status"):
                     first = item
@@ -136,12 +134,11 @@ class MessagingService(svc_grpc.MessagingServiceServicer):
                 observe_call(server, "ReceiveMessage", first, started)
 
     async def AckMessage(self, request, context):
-        return await self._unary(request, context, svc.AckMessageResponse,
-                                 self._writing(self.server.consume.ack_message))
+        return await self._unary(request, context, svc.AckMessageResponse, self.server.consume.ack_message)
 
     async def ChangeInvisibleDuration(self, request, context):
         return await self._unary(request, context, svc.ChangeInvisibleDurationResponse,
-                                 self._writing(self.server.consume.change_invisible_duration))
+                                 self.server.consume.change_invisible_duration)
 
     async def ForwardMessageToDeadLetterQueue(self, request, context):
         return await self._unary(request, context, svc.ForwardMessageToDeadLetterQueueResponse,
