@@ -27,6 +27,8 @@ from .broker_config import BrokerConfig
 from .broker_role import SLAVE, check_writable, refused_put
 from .broker_stats import broker_stats
 from .client_manager import ClientManager
+from .lite_lifecycle import LiteLifecycleManager, LiteTtlCheckService
+from .lite_offset import restart_pop_state
 from .lite_subscriptions import LiteSubscriptionRegistry
 from .lite_topic import lite_queues_of
 from .lite_writer import LiteWriter
@@ -69,6 +71,9 @@ class Broker(MessageStore):
             self.lite_writer = LiteWriter(self, bc)
             #: which lite topics each lite consumer wants (:mod:`.lite_subscriptions`)
             self.lite_subscriptions = LiteSubscriptionRegistry(bc)
+            #: lite-topic expiry (:mod:`.lite_lifecycle`), run by ``_lite_ttl_service``
+            self.lite_lifecycle = LiteLifecycleManager(self, bc)
+            self._lite_ttl_service = LiteTtlCheckService(self.lite_lifecycle, bc.lite_ttl_check_interval)
             self.transaction_service = TransactionalMessageService(self, bc)
             #: the producers and consumers of every protocol served (``pymq serve``)
             self.client_manager = ClientManager()
@@ -88,8 +93,8 @@ class Broker(MessageStore):
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> "Broker":
-        """Start the store, then the broker's services (revive, transaction check); on a
-        slave neither, nor delay-level and timer delivery (:mod:`.broker_role`)."""
+        """Start the store, then the broker's services (revive, transaction check, lite-topic
+        expiry); on a slave none, nor delay-level and timer delivery (:mod:`.broker_role`)."""
         if self._running:
             return self
         if self.is_slave:
@@ -98,6 +103,8 @@ class Broker(MessageStore):
         if not self.is_slave:
             self.pop_service.start()
             self.transaction_service.start()
+            self.lite_lifecycle.started = time.monotonic()
+            self._lite_ttl_service.start()
         return self
 
     # -- role (brokerRole) ---------------------------------------------------------------------
@@ -143,6 +150,7 @@ class Broker(MessageStore):
         if self._closed:
             return
         if self._running and not self.is_slave:
+            self._lite_ttl_service.shutdown()
             self.transaction_service.shutdown()
             self.pop_service.shutdown()
         self.topic_config_manager.close()
@@ -260,6 +268,20 @@ class Broker(MessageStore):
             self.pop_service.forget_topic(lmq)
             self.lite_writer.forget(lmq)
         deleted = self.topic_config_manager.delete_topic_config(topic) or deleted
+        return deleted
+
+    def delete_lite_topic(self, lmq: str) -> bool:
+        """Delete a lite topic's LMQ (it expired, :mod:`.lite_lifecycle`; call it with no
+        message of it being put): the store deletes its queue and every group's offset of
+        it, then every group's pop state of it starts over at offset 0, where its next
+        message will be (a pop in between finds no queue)."""
+        deleted = super().delete_topic(lmq)
+        svc = self.pop_service
+        with svc._lock:
+            groups = sorted({key[0] for key in svc.state.queues if key[1] == lmq})
+            puts = [restart_pop_state(svc, group, lmq, 0) for group in groups]
+        if puts:
+            svc.revive_log.wait_durable(puts[-1])
         return deleted
 
     # -- recall ------------------------------------------------------------------------------
