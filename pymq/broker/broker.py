@@ -27,6 +27,8 @@ from .broker_config import BrokerConfig
 from .broker_role import SLAVE, check_writable, refused_put
 from .broker_stats import broker_stats
 from .client_manager import ClientManager
+from .lite_lifecycle import LiteLifecycleManager, LiteTtlCheckService
+from .lite_offset import restart_pop_state
 from .lite_subscriptions import LiteSubscriptionRegistry
 from .lite_topic import lite_queues_of
 from .lite_writer import LiteWriter
@@ -69,6 +71,9 @@ class Broker(MessageStore):
             self.lite_writer = LiteWriter(self, bc)
             #: which lite topics each lite consumer wants (:mod:`.lite_subscriptions`)
             self.lite_subscriptions = LiteSubscriptionRegistry(bc)
+            #: lite-topic expiry (:mod:`.lite_lifecycle`), run by ``_lite_ttl_service``
+            self.lite_lifecycle = LiteLifecycleManager(self, bc)
+            self._lite_ttl_service = LiteTtlCheckService(self.lite_lifecycle, bc.lite_ttl_check_interval)
             self.transaction_service = TransactionalMessageService(self, bc)
             #: the producers and consumers of every protocol served (``pymq serve``)
             self.client_manager = ClientManager()
@@ -88,9 +93,10 @@ class Broker(MessageStore):
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> "Broker":
-        """Start the store, then the broker's services (revive, transaction check); on a
-        slave no transaction check, nor delay-level and timer delivery, and the revive
-        service of its in-memory pop state (:mod:`.broker_role`, :mod:`.slave_pop`)."""
+        """Start the store, then the broker's services (revive, transaction check, lite-topic
+        expiry); on a slave no transaction check or lite-topic expiry, nor delay-level and
+        timer delivery, and the revive service of its in-memory pop state
+        (:mod:`.broker_role`, :mod:`.slave_pop`)."""
         if self._running:
             return self
         if self.is_slave:
@@ -99,6 +105,8 @@ class Broker(MessageStore):
         self.pop_service.start()
         if not self.is_slave:
             self.transaction_service.start()
+            self.lite_lifecycle.started = time.monotonic()
+            self._lite_ttl_service.start()
         return self
 
     # -- role (brokerRole) ---------------------------------------------------------------------
@@ -145,6 +153,7 @@ class Broker(MessageStore):
             return
         if self._running:
             if not self.is_slave:
+                self._lite_ttl_service.shutdown()
                 self.transaction_service.shutdown()
             self.pop_service.shutdown()
         self.topic_config_manager.close()
@@ -260,6 +269,20 @@ class Broker(MessageStore):
             self.pop_service.forget_topic(lmq)
             self.lite_writer.forget(lmq)
         deleted = self.topic_config_manager.delete_topic_config(topic) or deleted
+        return deleted
+
+    def delete_lite_topic(self, lmq: str) -> bool:
+        """Delete a lite topic's LMQ (it expired, :mod:`.lite_lifecycle`; call it with no
+        message of it being put): the store deletes its queue and every group's offset of
+        it, then every group's pop state of it starts over at offset 0, where its next
+        message will be (a pop in between finds no queue)."""
+        deleted = super().delete_topic(lmq)
+        svc = self.pop_service
+        with svc._lock:
+            groups = sorted({key[0] for key in svc.state.queues if key[1] == lmq})
+            puts = [restart_pop_state(svc, group, lmq, 0) for group in groups]
+        if puts:
+            svc.revive_log.wait_durable(puts[-1])
         return deleted
 
     # -- recall ------------------------------------------------------------------------------

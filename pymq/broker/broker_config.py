@@ -51,7 +51,13 @@ class BrokerConfig:
 
     # -- lite topics (5.x) ------------------------------------------------------------
     max_lmq_consume_queue_num: int = 20_000      # maxLmqConsumeQueueNum: LMQs (lite topics) at most
-    max_lite_subscription_count: int = 100_000   # pymq: (client, lite topic) subscriptions at most
+    max_lite_subscription_count: int = 100_000   # maxLiteSubscriptionCount: (client, lite topic) pairs at most
+    lite_ttl_check_interval: int = 120_000       # liteTtlCheckInterval: ms between looks for expired lite topics
+    min_lite_ttl: int = 15 * 60 * 1000           # minLiteTTl: no expiry before the broker is up this long, nor
+                                                 # of a lite topic whose last message is younger
+    # pymq: ms in one unit of the lite.topic.expiration attribute (RocketMQ: a minute,
+    # fixed); tests set it small
+    lite_topic_expiration_unit_ms: int = 60_000
 
     # -- replication (master / slave) --------------------------------------------------
     # slaveReadEnable: pulls may be steered to a slave (the group's brokerId, or
@@ -83,5 +89,8 @@ class BrokerConfig:
             raise PymqError("max_reconsume_times and transaction_check_max must be >= 0")
         if min(self.pop_revive_interval, self.transaction_timeout, self.transaction_check_interval) < 1:
             raise PymqError("intervals and timeouts must be positive")
+        if min(self.lite_ttl_check_interval, self.lite_topic_expiration_unit_ms) < 1 or self.min_lite_ttl < 0:
+            raise PymqError("lite_ttl_check_interval and lite_topic_expiration_unit_ms must be positive, "
+                            "min_lite_ttl >= 0")
         if not self.slave_sync_interval_s > 0:
             raise PymqError("slave_sync_interval_s must be positive")

@@ -53,17 +53,22 @@ def current_offset(svc, group: str, lmq: str) -> int:
     return svc.broker.query_offset(group, lmq, LMQ_QUEUE_ID)
 
 
-def reset_lite_offset(svc, group: str, lmq: str, offset: int) -> None:
-    """Move ``group``'s offset of ``lmq`` to ``offset``: its pop state starts over there
-    (an ``rst`` record of the pop log) and the committed offset says so."""
-    broker = svc.broker
+def restart_pop_state(svc, group: str, lmq: str, offset: int):
+    """``group``'s pop state of ``lmq`` starts over at ``offset``, nothing in flight (an
+    ``rst`` record of the pop log); returns the record's put result."""
     doc = {"g": group, "t": lmq, "q": LMQ_QUEUE_ID, "c1": offset}
     with svc._lock:
         put = svc.revive_log.append("rst", doc)
         svc.state.apply("rst", doc)
         svc._records += 1
-    svc.revive_log.wait_durable(put)
-    broker.commit_offset(group, lmq, LMQ_QUEUE_ID, offset)
+    return put
+
+
+def reset_lite_offset(svc, group: str, lmq: str, offset: int) -> None:
+    """Move ``group``'s offset of ``lmq`` to ``offset``: its pop state starts over there
+    and the committed offset says so."""
+    svc.revive_log.wait_durable(restart_pop_state(svc, group, lmq, offset))
+    svc.broker.commit_offset(group, lmq, LMQ_QUEUE_ID, offset)
     svc.wake(lmq, LMQ_QUEUE_ID)
 
 

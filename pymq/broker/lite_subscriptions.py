@@ -129,6 +129,19 @@ class LiteSubscriptionRegistry:
                 self._drop(client_id, sub)
                 self.version += 1
 
+    def clean_subscription(self, lmq: str) -> list:
+        """Drop every client's subscription of ``lmq`` (it expired), telling no one (as
+        RocketMQ's ``cleanSubscription``); returns the ids of the clients that had it."""
+        with self._lock:
+            holders = sorted(self._by_lmq.get(lmq, ()))
+            for client_id in holders:
+                sub = self._clients.get(client_id)
+                if sub is not None:
+                    self._remove(client_id, sub, lmq)
+            if holders:
+                self.version += 1
+        return holders
+
     def subscription(self, client_id: str) -> Optional[LiteSubscription]:
         """The client's subscription (a copy), or None."""
         with self._lock:

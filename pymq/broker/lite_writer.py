@@ -92,3 +92,18 @@ class LiteWriter:
         with self._lock:
             self._next.pop(lmq, None)
             self._lmq_count = -1
+
+    def delete_lmq(self, lmq: str, still_wanted, delete) -> bool:
+        """Delete an LMQ with no put of it under way: under the writer's lock, once the
+        dispatcher filed what was put, call ``delete(lmq)`` if ``still_wanted()``; the
+        next message of it starts at offset 0. Returns whether it was deleted."""
+        with self._lock:
+            deadline = time.monotonic() + CATCH_UP_WAIT_S
+            while self.store.dispatch_behind_bytes() > 0 and time.monotonic() < deadline:
+                time.sleep(0.005)
+            if not still_wanted():
+                return False
+            delete(lmq)
+            self._next.pop(lmq, None)
+            self._lmq_count = -1
+        return True

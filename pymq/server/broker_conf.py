@@ -75,7 +75,17 @@ KEYS: dict[str, tuple[str, Callable]] = {
     "slaveReadEnable": ("slave_read_enable", _bool),
     "deleteWhen": ("delete_when", _text),
     "fileReservedTime": ("file_reserved_time", _int),
+    # lite topics (5.5): BrokerConfig fields of these names (pymq.broker.broker_config)
+    "maxLiteSubscriptionCount": ("max_lite_subscription_count", _int),
+    "liteTtlCheckInterval": ("lite_ttl_check_interval", _int),
+    "minLiteTTl": ("min_lite_ttl", _int),
+    # pymq's own: the length of a "minute" of lite.topic.expiration, for tests
+    "liteTopicExpirationUnitMs": ("lite_topic_expiration_unit_ms", _int),
 }
+
+#: the dests of :data:`KEYS` that are BrokerConfig fields of that name (no serve option)
+BROKER_CONFIG_FIELDS = ("max_lite_subscription_count", "lite_ttl_check_interval", "min_lite_ttl",
+                        "lite_topic_expiration_unit_ms")
 
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 

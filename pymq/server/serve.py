@@ -272,6 +272,10 @@ def run(args: argparse.Namespace) -> int:
                         ("slave_read_enable", "slave_read_enable")):
         if getattr(args, dest, None) is not None:        # broker.conf's (or an option's)
             setattr(broker_config, field, getattr(args, dest))
+    from .broker_conf import BROKER_CONFIG_FIELDS
+    for field in BROKER_CONFIG_FIELDS:                   # broker.conf's, no option of their own
+        if getattr(args, field, None) is not None:
+            setattr(broker_config, field, getattr(args, field))
     for field in ("delete_when", "file_reserved_time"):
         if getattr(args, field, None) is not None:
             setattr(store_config, field, getattr(args, field))
