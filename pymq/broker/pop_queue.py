@@ -199,10 +199,14 @@ def pop_queue(b: PopBatch, need: int):
     return put
 
 
-def reset_queue(svc, key: tuple):
-    """Forget the group's state of a queue (its topic was deleted): an ``rst`` record,
-    the cursor at the queue's first offset. Returns the record's put result."""
-    doc = {"g": key[0], "t": key[1], "q": key[2], "c1": svc.broker.get_min_offset_in_queue(key[1], key[2])}
+def reset_queue(svc, key: tuple, start: Optional[int] = None):
+    """Forget the group's state of a queue: an ``rst`` record, the cursor at ``start``, by
+    default the queue's first offset; a deleted topic's queues are reset to 0 without
+    asking the store (a read of a queue creates it, and would bring the topic back).
+    Returns the record's put result."""
+    if start is None:
+        start = svc.broker.get_min_offset_in_queue(key[1], key[2])
+    doc = {"g": key[0], "t": key[1], "q": key[2], "c1": start}
     put = svc.revive_log.append("rst", doc)
     svc.state.apply("rst", doc)
     svc._records += 1

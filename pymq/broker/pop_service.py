@@ -363,7 +363,7 @@ class PopMessageService:
         put = None
         with self._lock:
             for key in [k for k in self.state.queues if k[1] == topic]:
-                put = reset_queue(self, key)
+                put = reset_queue(self, key, start=0)
         self.revive_log.wait_durable(put)
 
     # -- revive ------------------------------------------------------------------------

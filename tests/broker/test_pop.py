@@ -245,6 +245,20 @@ def test_topic_deleted_and_recreated(broker):
     assert [m.body for m in broker.pop_message("g", "T", 32, 1000).messages] == [b"m0"]
 
 
+def test_a_deleted_topic_stays_deleted_after_its_pop_state_is_forgotten(broker):
+    """Forgetting a deleted topic's pop state resets its cursors without reading its queues
+    (a read of a queue creates it: the topic came back, empty, and an LMQ counted again
+    toward max_lmq_consume_queue_num)."""
+    fill(broker, 2)
+    assert len(broker.pop_message("g", "T", 1, 1000).messages) == 1
+    assert broker.delete_topic("T")
+    assert "T" not in broker.get_topics()
+    broker.pop_service.forget_topic("T")
+    assert "T" not in broker.get_topics()
+    fill(broker, 1)
+    assert [m.body for m in broker.pop_message("g", "T", 32, 1000).messages] == [b"m0"]
+
+
 def test_reset_survives_replay(tmp_path, clock):
     b = lib.open_broker(tmp_path / "b", clock)
     fill(b, 4)
