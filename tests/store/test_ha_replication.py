@@ -11,6 +11,7 @@ import pytest
 
 import pymq
 from pymq import Message, MessageStore
+from pymq.store.ha import frame_reader
 
 from ha_support import log_bytes, record_bounds, wait_until
 
@@ -79,9 +80,12 @@ def test_every_byte_across_segment_rolls_and_dispatched(pair):
     assert wait_until(lambda: master.stats()["replication"]["slaves"][0]["ack_offset"] == end)
 
 
-def test_visible_end_only_at_record_boundaries(tmp_path, config_factory):
-    """Frames of 97 bytes cut almost every record: each offset the slave reports (its
-    visible end) is a record boundary of the master's log."""
+def test_visible_end_only_at_record_boundaries(tmp_path, config_factory, monkeypatch):
+    """Frames of 97 bytes cut almost every record, and the slave's reads of at most 150
+    bytes end a burst each (so it applies and reports after each): each offset the slave
+    reports (its visible end) is a record boundary of the master's log."""
+    monkeypatch.setattr(frame_reader, "BUFFER_SIZE", 150)
+    monkeypatch.setattr(frame_reader, "BURST_BYTES", 100)
     master = MessageStore(tmp_path / "m", master_config(config_factory, batch=97)).start()
     put_many(master, 90)                        # within the first segment
     reports = []

@@ -1,8 +1,9 @@
 """HAClient: the slave's side of replication (RocketMQ's ``HAService.HAClient``).
 
 One thread: connect to the master's HA address, report the commit log's visible end, then
-read frames into the log (``ReplicaLog``), reporting the new end after each frame that
-made records visible, and again every ``ha_send_heartbeat_interval`` when nothing moved.
+read frames into the log in bursts (``FrameReader`` into ``ReplicaLog``), reporting the
+new end after each burst that made records visible, and again every
+``ha_send_heartbeat_interval`` when nothing moved.
 A frame at an offset that does not continue the log, bytes that are not records, or
 ``ha_housekeeping_interval`` without a byte from the master close the connection; the
 client connects again after a back-off (0.1 s doubling to 5 s), logging once per episode
@@ -19,7 +20,8 @@ import time
 from typing import Optional
 
 from .channel import Channel, ChannelClosed
-from .protocol import FRAME_HEADER_SIZE, decode_frame_header, encode_report, parse_address
+from .frame_reader import FrameReader
+from .protocol import encode_report, parse_address
 from .replica_log import ReplicaLog, ReplicaMismatch
 
 log = logging.getLogger("pymq")
@@ -131,30 +133,22 @@ class HAClient:
                 log.warning("HA client: connected to %s again", address)
                 self._failing = False
             self._report(ch, self.replica.reset())
-            header = bytearray(FRAME_HEADER_SIZE)
+            reader = FrameReader(self.replica)
             while True:
-                got = ch.recv_some(header, self.heartbeat_s)
-                if got == 0:                  # idle: the heartbeat keeps the master's view fresh
-                    self._report(ch, self.replica.applied_end)
-                    continue
-                if got < FRAME_HEADER_SIZE:
-                    ch.recv_exact(memoryview(header)[got:])
-                phy, size = decode_frame_header(header)
-                self.last_master_byte = time.time()
-                self.replica.check_frame(phy, size)
-                if size:
-                    count = self.replica.receive(ch, phy, size)
+                got = reader.read_burst(ch, self.heartbeat_s)
+                if got:
                     self.last_master_byte = time.time()
-                    end = self.replica.applied_end
-                    if count or end > self.reported_offset:
-                        self._report(ch, end)
-                self.master_offset_seen = max(self.master_offset_seen, phy + size)
-                if self.replica.applied_end >= self.master_offset_seen:
+                    self.master_offset_seen = max(self.master_offset_seen, reader.master_offset_seen)
+                    self.replica.apply()
+                end = self.replica.applied_end
+                if got and end >= self.master_offset_seen:
                     self.caught_up_at = time.time()
-                if time.monotonic() - ch.last_write > self.heartbeat_s:
-                    self._report(ch, self.replica.applied_end)
+                # a report per burst that made records visible; when idle, a heartbeat
+                if not got or end > self.reported_offset or time.monotonic() - ch.last_write > self.heartbeat_s:
+                    self._report(ch, end)
         finally:
             self.disconnects += 1
+            self.replica.close()
             ch.close()
 
     def _report(self, ch: Channel, offset: int) -> None:

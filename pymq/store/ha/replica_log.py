@@ -3,8 +3,13 @@
 RocketMQ's ``DefaultMessageStore.appendToCommitLog`` / ``CommitLog.appendData``: the bytes
 of each frame go into the segment at the frame's offset (a new segment is created at a
 segment boundary, so a slave that started empty holds a log whose first segment is the
-master's last one when it connected, not segment 0). pymq receives them straight into the
-mapped segment (``recv_into`` a view of it: no buffer in between).
+master's last one when it connected, not segment 0).
+
+The bytes are written with ``pwrite`` into the segment's file, not stored through the
+mapping: the page cache the mapping shows is the same, but a store through a fresh
+mapping faults each page in and zeroes it first (reading the unwritten extent), which
+measured three to five times slower than ``pwrite`` of whole pages on this machine
+(docs/replication.md, "Figures").
 
 Frames are cut wherever the master's batch size cut them, often inside a record. Two ends
 are kept apart:
@@ -12,7 +17,8 @@ are kept apart:
 * ``received_end``: how far bytes arrived (where the next frame must start);
 * the commit log's visible end (``applied_end``: the segment's wrote position): moved
   only over whole records and the END_FILE blank, as the store's one record parser
-  (``record.scan_segment``, the rule recovery, dispatch and reads use) accepts them. The
+  (``record.scan_segment``, the rule recovery, dispatch and reads use) accepts them, by
+  ``apply`` (once per burst of frames, and before a frame opens the next segment). The
   dispatcher, reads, recovery and the slave's acknowledgements see only this end.
 
 Bytes that can never become an accepted record (the record at the visible end is whole
@@ -23,12 +29,11 @@ again from the visible end.
 
 from __future__ import annotations
 
+import os
 from typing import Callable, Optional
 
 from pymq._core import record
 from pymq._core.layout import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE
-
-from .channel import Channel
 
 
 class ReplicaMismatch(Exception):
@@ -47,6 +52,8 @@ class ReplicaLog:
         self.on_applied = on_applied
         self.received_end = self.applied_end
         self.records_applied = 0
+        self._mf = None             # the segment frames are written into
+        self._fd = -1               # its file, opened for pwrite
 
     @property
     def applied_end(self) -> int:
@@ -56,12 +63,21 @@ class ReplicaLog:
     def reset(self) -> int:
         """A new connection: bytes past the visible end are forgotten (the master sends
         them again). Returns the offset to report."""
+        self.close()
         self.received_end = self.applied_end
         return self.received_end
 
+    def close(self) -> None:
+        """Let go of the segment's file (the connection ended)."""
+        if self._fd >= 0:
+            os.close(self._fd)
+        self._fd = -1
+        self._mf = None
+
     def check_frame(self, phy_offset: int, body_size: int) -> None:
         """ReplicaMismatch unless a frame of ``body_size`` bytes at ``phy_offset`` continues
-        the log (an empty log takes any segment boundary) within one segment."""
+        the log (an empty log takes any segment boundary) within one segment; then make
+        the segment it goes into ready (``write`` appends its body)."""
         if body_size < 0:
             raise ReplicaMismatch(f"negative frame size {body_size}")
         if phy_offset != self.received_end:
@@ -69,22 +85,45 @@ class ReplicaLog:
                 raise ReplicaMismatch(f"master sent offset {phy_offset}, the slave's log ends at "
                                       f"{self.received_end}")
             self.received_end = phy_offset       # an empty slave starts where the master does
-        if phy_offset % self.file_size + body_size > self.file_size:
+        in_segment = phy_offset % self.file_size
+        if in_segment + body_size > self.file_size:
             raise ReplicaMismatch(f"frame at {phy_offset} of {body_size} bytes crosses a segment end")
-
-    def receive(self, channel: Channel, phy_offset: int, body_size: int) -> int:
-        """Read a frame's ``body_size`` bytes off ``channel`` into the segment at
-        ``phy_offset`` (after ``check_frame``), then move the visible end over the whole
-        records they complete. Returns how many records became visible."""
-        mf = self._segment_for(phy_offset)
-        pos = phy_offset - mf.file_from_offset
-        end = pos + body_size
+        if not body_size:
+            return
+        mf = self._mf
+        if mf is None or mf.file_from_offset != phy_offset - in_segment:
+            mf = self._open(phy_offset)
+        end = in_segment + body_size
         if mf.reserve_chunk and end > mf.reserved:
             mf.reserve(end)                    # sparse segment: its blocks before the bytes
-        with memoryview(mf) as seg:
-            channel.recv_exact(seg[pos:end])
-        self.received_end = phy_offset + body_size
-        return self._apply(mf, end)
+
+    def write(self, data) -> None:
+        """Append ``data`` (part of a checked frame's body) at ``received_end``."""
+        pos = self.received_end - self._mf.file_from_offset
+        view = data
+        while True:
+            n = os.pwrite(self._fd, view, pos)
+            if n == len(view):
+                break
+            view = memoryview(view)[n:]
+            pos += n
+        self.received_end += len(data)
+
+    def apply(self) -> int:
+        """Move the visible end over the whole records received; how many became visible."""
+        mf = self._mf
+        if mf is None:
+            return 0
+        return self._apply(mf, self.received_end - mf.file_from_offset)
+
+    def _open(self, phy_offset: int):
+        """The segment holding ``phy_offset`` (rolled when it is a new one), its file open."""
+        self.apply()                           # the segment being left: its END_FILE blank
+        self.close()
+        mf = self._segment_for(phy_offset)
+        self._fd = os.open(mf.file_name, os.O_WRONLY)
+        self._mf = mf
+        return mf
 
     def _segment_for(self, phy_offset: int):
         files = self.mfq.mapped_files
