@@ -58,6 +58,7 @@ EXTENSIONS = [
     ext("body_source"),
     ext("put_bodies"),
     ext("read_batch"),
+    ext("ha_wire"),
 ]
 
 

@@ -5,101 +5,27 @@ catches up (docs/replication.md).
 (embedded, same process), as SYNC_MASTER (``pymq``: each put waits for the slave's
 acknowledgement) and ASYNC_MASTER, next to a store without HA (``pymq-no-slave``).
 
-Figures of the first row, measured once per repeat in the same run: the catch-up rate of
-a slave started empty, in its own process, beside a master holding ``--replication-bytes``
-of commit log (its segments 1 GiB, so the slave copies all of it), and the loopback
-socket's bandwidth measured with a plain sender and receiver in two processes moving the
-same bytes in the same chunk size (``ha_transfer_batch_size``, 32 KiB); their ratio is
-the goal's figure (>= 0.5).
+Figures of the first row, measured once per repeat in the same run (``catch_up``): the
+catch-up rate of a slave started empty, in its own process, beside a master holding
+``--replication-bytes`` of commit log; the loopback socket's bandwidth with a plain
+sender and receiver moving the same bytes in chunks of the master's frame size
+(``ha_transfer_batch_size``) and of RocketMQ's 32 KiB, and the catch-up's ratio to each
+(the goal: >= 0.5); then a second catch-up while a producer thread puts on the master,
+with the producer's rate during it and alone.
 """
 
 from __future__ import annotations
 
-import multiprocessing
 import os
-import socket
 import time
 
 import pymq
 
-from .base import TOPIC
+from .catch_up import catch_up, loopback_bandwidth
 from .figures import Figure
 from .write import PymqPutMessage
 
-CHUNK = 32 * 1024
-
-
-def _receiver(port_q, total: int, done_q) -> None:
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(1)
-    port_q.put(srv.getsockname()[1])
-    conn, _ = srv.accept()
-    buf = bytearray(CHUNK)
-    view = memoryview(buf)
-    got = 0
-    while got < total:
-        n = conn.recv_into(view)
-        if not n:
-            break
-        got += n
-    done_q.put(got)
-    conn.close()
-
-
-def loopback_bandwidth(total: int) -> float:
-    """Bytes/s of a plain sender and receiver (two processes, 32 KiB chunks) over loopback."""
-    ctx = multiprocessing.get_context("spawn")
-    port_q, done_q = ctx.Queue(), ctx.Queue()
-    p = ctx.Process(target=_receiver, args=(port_q, total, done_q))
-    p.start()
-    s = socket.create_connection(("127.0.0.1", port_q.get(timeout=60)))
-    chunk = os.urandom(CHUNK)
-    t0 = time.perf_counter()
-    sent = 0
-    while sent < total:
-        s.sendall(chunk)
-        sent += CHUNK
-    got = done_q.get(timeout=600)
-    took = time.perf_counter() - t0
-    s.close()
-    p.join(30)
-    return got / took
-
-
-def _slave(path: str, address: str, file_size: int, target: int, out_q) -> None:
-    cfg = pymq.StoreConfig(broker_role="SLAVE", ha_master_address=address, commitlog_file_size=file_size)
-    store = pymq.MessageStore(path, cfg).start()
-    t0 = time.perf_counter()
-    while store.get_max_phy_offset() < target:
-        time.sleep(0.001)
-    took = time.perf_counter() - t0
-    out_q.put((store.get_max_phy_offset() - max(0, store.get_min_phy_offset()), took))
-    store.shutdown()
-
-
-def catch_up_rate(path: str, total: int) -> float:
-    """Bytes/s at which an empty slave (own process) copies a master holding ``total``
-    bytes in one segment."""
-    size = max(1 << 30, total + (1 << 20))
-    cfg = pymq.StoreConfig(ha_listen_port=0, commitlog_file_size=size)
-    master = pymq.MessageStore(os.path.join(path, "catchup-master"), cfg).start()
-    try:
-        body = os.urandom(4000)
-        while master.get_max_phy_offset() < total:
-            master.put_messages([pymq.Message(TOPIC, body) for _ in range(100)])
-        master.flush()
-        target = master.get_max_phy_offset()
-        ctx = multiprocessing.get_context("spawn")
-        out_q = ctx.Queue()
-        p = ctx.Process(target=_slave, args=(os.path.join(path, "catchup-slave"), master.ha.address, size,
-                                              target, out_q))
-        p.start()
-        copied, took = out_q.get(timeout=900)
-        p.join(60)
-        return copied / took
-    finally:
-        master.shutdown()
+RMQ_BATCH = 32 * 1024
 
 
 class PymqSyncMasterPut(PymqPutMessage):
@@ -109,8 +35,15 @@ class PymqSyncMasterPut(PymqPutMessage):
     role = "SYNC_MASTER"
     slave = True
     figures = (Figure("catch_up_mib_s", "catch-up MiB/s", "{:,.0f}", lower_is_better=False),
-               Figure("loopback_mib_s", "loopback MiB/s", "{:,.0f}", lower_is_better=False),
-               Figure("catch_up_ratio", "catch-up / loopback", "{:.2f}", lower_is_better=False))
+               Figure("loopback_mib_s", "loopback MiB/s (frame-size chunks)", "{:,.0f}", lower_is_better=False),
+               Figure("catch_up_ratio", "catch-up / loopback", "{:.2f}", lower_is_better=False),
+               Figure("loopback_32k_mib_s", "loopback MiB/s (32 KiB chunks)", "{:,.0f}", lower_is_better=False),
+               Figure("catch_up_ratio_32k", "catch-up / loopback 32 KiB", "{:.2f}", lower_is_better=False),
+               Figure("catch_up_producing_mib_s", "catch-up MiB/s, producer on", "{:,.0f}",
+                      lower_is_better=False),
+               Figure("put_alone_msgs_s", "master puts/s alone", "{:,.0f}", lower_is_better=False),
+               Figure("put_during_catch_up_msgs_s", "master puts/s during catch-up", "{:,.0f}",
+                      lower_is_better=False))
 
     @property
     def operation(self) -> str:   # type: ignore[override]
@@ -140,10 +73,15 @@ class PymqSyncMasterPut(PymqPutMessage):
         if not self.figures:
             return {}
         total = self.options.replication_bytes
-        catch = catch_up_rate(self.path, total)
-        loop = loopback_bandwidth(total)
-        return {"catch_up_mib_s": catch / (1 << 20), "loopback_mib_s": loop / (1 << 20),
-                "catch_up_ratio": catch / loop}
+        mib = 1 << 20
+        catch = catch_up(os.path.join(self.path, "alone"), total)["rate"]
+        loop = loopback_bandwidth(total, pymq.StoreConfig().ha_transfer_batch_size)
+        loop_32k = loopback_bandwidth(total, RMQ_BATCH)
+        busy = catch_up(os.path.join(self.path, "producing"), total, producer=True)
+        return {"catch_up_mib_s": catch / mib, "loopback_mib_s": loop / mib, "catch_up_ratio": catch / loop,
+                "loopback_32k_mib_s": loop_32k / mib, "catch_up_ratio_32k": catch / loop_32k,
+                "catch_up_producing_mib_s": busy["rate"] / mib, "put_alone_msgs_s": busy["put_alone"],
+                "put_during_catch_up_msgs_s": busy["put_during"]}
 
     def close(self) -> None:
         slave, self.slave_store = getattr(self, "slave_store", None), None

@@ -5,8 +5,9 @@ a thread blocked on a peer notices a shutdown (``stop``) within ``SLICE_S``, and
 that stops reading or writing is given up after ``stall_s`` without progress (RocketMQ's
 ``haHousekeepingInterval``): a slave that never reads can hold one connection's writer
 thread and the socket's buffers, never the store. Commit-log bytes leave through
-``os.sendfile`` (page cache to socket, no copy through Python) and arrive through
-``recv_into`` a view of the mapped segment.
+``sendfile`` (page cache to socket, no copy through Python; runs of frames in one call
+without the GIL, ``send_frames``) and arrive through ``splice`` into a pipe
+(``splice_some``) or ``recv_into`` a buffer (``recv_some``).
 """
 
 from __future__ import annotations
@@ -17,8 +18,14 @@ import socket
 import threading
 import time
 
+from pymq._core import ha_wire
+
+from .protocol import FRAME_HEADER_SIZE
+
 #: longest single wait, so a stop is seen quickly
 SLICE_S = 0.2
+#: splice(2)'s SPLICE_F_MOVE (a hint: move pages rather than copy them)
+SPLICE_F_MOVE = getattr(os, "SPLICE_F_MOVE", 1)
 
 
 class ChannelClosed(Exception):
@@ -101,16 +108,41 @@ class Channel:
             since = self.last_write = time.monotonic()
             self.bytes_out += n
 
+    def send_frames(self, fd: int, phy_offset: int, pos: int, count: int, batch: int) -> None:
+        """Send ``count`` bytes of file ``fd`` from ``pos`` (commit-log offset
+        ``phy_offset``) as replication frames of at most ``batch`` body bytes, in one call
+        without the GIL (``ha_wire.send_frames``)."""
+        if self.stop.is_set() or self._closed:
+            raise ChannelClosed("stopped")
+        try:
+            sent = ha_wire.send_frames(self.fd, fd, phy_offset, pos, count, batch, int(self.stall_s * 1000))
+        except EOFError as e:
+            raise ChannelClosed(f"sendfile sent nothing ({e})") from e
+        except OSError as e:
+            raise ChannelClosed(str(e)) from e
+        self.last_write = time.monotonic()
+        self.bytes_out += sent + -(-sent // batch) * FRAME_HEADER_SIZE
+        if sent < count:
+            raise ChannelClosed(f"no progress for {self.stall_s:.1f} s")
+
     # -- reading ---------------------------------------------------------------------------
 
     def recv_some(self, view, wait_s: float) -> int:
         """Read what is there into ``view`` (at most its length), waiting up to ``wait_s``
         for the first byte; 0 when nothing came. ChannelClosed at EOF, an error, a stop,
         or ``stall_s`` without any byte read."""
+        return self._read(self.sock.recv_into, view, wait_s)
+
+    def splice_some(self, pipe_w: int, count: int, wait_s: float) -> int:
+        """As ``recv_some``, but the bytes (at most ``count``) move into the pipe
+        ``pipe_w`` without a copy through user space (``os.splice``, Linux)."""
+        return self._read(lambda n: os.splice(self.fd, pipe_w, n, flags=SPLICE_F_MOVE), count, wait_s)
+
+    def _read(self, read, arg, wait_s: float) -> int:
         deadline = time.monotonic() + wait_s
         while True:
             try:
-                n = self.sock.recv_into(view)
+                n = read(arg)
             except (BlockingIOError, InterruptedError):
                 now = time.monotonic()
                 if now - self.last_read > self.stall_s:

@@ -20,7 +20,7 @@ import time
 from typing import Optional
 
 from .channel import Channel, ChannelClosed
-from .frame_reader import FrameReader
+from .frame_reader import frame_reader
 from .protocol import encode_report, parse_address
 from .replica_log import ReplicaLog, ReplicaMismatch
 
@@ -126,6 +126,7 @@ class HAClient:
         sock = socket.create_connection((host, port), timeout=self.housekeeping_s)
         ch = Channel(sock, self.housekeeping_s, self._stop)
         self._channel = ch
+        reader = None
         try:
             self.connected = True
             self.connects += 1
@@ -133,7 +134,7 @@ class HAClient:
                 log.warning("HA client: connected to %s again", address)
                 self._failing = False
             self._report(ch, self.replica.reset())
-            reader = FrameReader(self.replica)
+            reader = frame_reader(self.replica)
             while True:
                 got = reader.read_burst(ch, self.heartbeat_s)
                 if got:
@@ -148,6 +149,8 @@ class HAClient:
                     self._report(ch, end)
         finally:
             self.disconnects += 1
+            if reader is not None:
+                reader.close()
             self.replica.close()
             ch.close()
 

@@ -5,9 +5,10 @@ transfer starts (``protocol.start_offset``), every one is the slave's acknowledg
 (SYNC_MASTER puts wait for it); a report past this log's end, or a negative one, closes
 the connection (RocketMQ: "slave request offset greater than local commitLog offset").
 The writer sends frames of at most ``ha_transfer_batch_size`` bytes, never across a
-segment end, with ``os.sendfile`` from the segment file (the page cache the mapping
-writes into), and a heartbeat frame after ``ha_send_heartbeat_interval`` of nothing to
-send. It sleeps on the service's condition, woken when the log grows.
+segment end, with ``sendfile`` from the segment file (the page cache the mapping writes
+into), many frames per call without the GIL (``Channel.send_frames``: a busy producer
+thread holding the GIL does not hold up a catch-up), and a heartbeat frame after
+``ha_send_heartbeat_interval`` of nothing to send. It sleeps on the service's condition, woken when the log grows.
 
 Bounds: the reader keeps fewer than 8 bytes between reads and reads 4 KiB at most at a
 time, whatever a peer sends; a peer that sends nothing for ``ha_housekeeping_interval``,
@@ -30,6 +31,9 @@ from .protocol import encode_frame_header, last_report, start_offset
 log = logging.getLogger("pymq")
 
 READ_LIMIT = 4096
+#: bytes one send call moves at most (frames of ha_transfer_batch_size, without the GIL)
+#: before the writer looks at the log and its stop again
+CALL_BYTES = 8 << 20
 
 
 class HAConnection:
@@ -136,7 +140,8 @@ class HAConnection:
             self.close()
 
     def _transfer_some(self) -> int:
-        """Send one frame of what the log holds past ``next_transfer_from``; its size (0:
+        """Send what the log holds past ``next_transfer_from`` in this segment, up to
+        ``CALL_BYTES``, as frames of at most ``ha_transfer_batch_size``; the bytes sent (0:
         nothing to send: the offset is at the log's end, or in a segment cleaning
         deleted)."""
         cl = self.service.commit_log
@@ -145,14 +150,13 @@ class HAConnection:
         if mf is None:
             return 0
         pos = offset - mf.file_from_offset
-        size = min(mf.read_position - pos, self.batch)
+        size = min(mf.read_position - pos, max(CALL_BYTES, self.batch))
         if size <= 0:
             return 0
         fd = self._segment_fd(mf)
         if fd < 0:
             return 0
-        self.channel.send_all(encode_frame_header(offset, size), more=True)
-        self.channel.send_file(fd, pos, size)
+        self.channel.send_frames(fd, offset, pos, size, self.batch)
         self.next_transfer_from = offset + size
         return size
 

@@ -1,0 +1,166 @@
+# cython: boundscheck=False, wraparound=False
+"""The bytes of master/slave replication moved without the GIL (pymq/store/ha).
+
+A master's connection thread and a slave's client thread share their process with
+producers, the dispatcher and the flush services, all of which want the GIL. Moving a
+replication frame from Python costs a GIL hand-back and re-take per system call, and a
+re-take waits for whichever thread holds the GIL (up to the switch interval, 5 ms) when
+it is busy. Here whole runs of frames move in one call with the GIL released:
+
+* ``send_frames``: the master's frames (``[phyOffset i64][bodySize i32][body]``,
+  big-endian, bodies of at most ``batch`` bytes) from a segment file to the socket:
+  each header with ``MSG_MORE`` and its body with ``sendfile``, waiting (``poll``) while
+  the socket is full;
+* ``receive_frames``: the slave's side: the socket's bytes spliced into a pipe, each
+  header read out of it and each body spliced on into the segment file at its offset,
+  for as long as frames continue the same segment.
+
+Both return to Python at the first thing they do not decide themselves (a frame for
+another segment, a heartbeat, an offset that does not continue, the end of the data).
+"""
+
+import os
+
+from libc.errno cimport EAGAIN, EINTR, errno
+from libc.stdint cimport int32_t, int64_t
+from libc.string cimport memcpy
+
+from .hton cimport pymq_get_i32, pymq_get_i64, pymq_put_i32, pymq_put_i64
+
+
+cdef extern from "<sys/types.h>":
+    ctypedef long off_t
+    ctypedef long loff_t
+    ctypedef long ssize_t
+
+cdef extern from "<sys/socket.h>" nogil:
+    ssize_t send(int fd, const void *buf, size_t n, int flags)
+    int MSG_MORE
+    int MSG_NOSIGNAL
+
+cdef extern from "<sys/sendfile.h>" nogil:
+    ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
+
+cdef extern from "<poll.h>" nogil:
+    struct pollfd:
+        int fd
+        short events
+        short revents
+    int poll(pollfd *fds, unsigned long nfds, int timeout)
+    short POLLIN
+    short POLLOUT
+
+cdef extern from "<unistd.h>" nogil:
+    ssize_t read(int fd, void *buf, size_t n)
+
+cdef extern from "<fcntl.h>" nogil:
+    ssize_t splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, size_t len, unsigned int flags)
+    unsigned int SPLICE_F_MOVE
+
+cdef extern from "<time.h>" nogil:
+    ctypedef long time_t
+    struct timespec:
+        time_t tv_sec
+        long tv_nsec
+    int clock_gettime(int clk, timespec *ts)
+    int CLOCK_MONOTONIC
+
+DEF HEADER = 12
+
+
+cdef inline int64_t now_ms() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return ts.tv_sec * 1000 + ts.tv_nsec // 1000000
+
+
+cdef int wait_fd(int fd, short events, int64_t deadline) noexcept nogil:
+    """Wait for ``events`` on ``fd`` until ``deadline`` (ms, monotonic): 1 ready, 0 timed
+    out, -1 error (errno)."""
+    cdef pollfd p
+    cdef int rc
+    cdef int64_t left
+    while True:
+        left = deadline - now_ms()
+        if left <= 0:
+            return 0
+        p.fd = fd
+        p.events = events
+        p.revents = 0
+        rc = poll(&p, 1, <int>(left if left < 200 else 200))
+        if rc > 0:
+            return 1
+        if rc < 0 and errno != EINTR:
+            return -1
+
+
+cdef int send_all(int sock, const char *buf, Py_ssize_t n, int flags, int stall_ms) noexcept nogil:
+    """0 when all ``n`` bytes went, 1 on a stall (nothing went for ``stall_ms``), -1 on an
+    error (errno)."""
+    cdef ssize_t k
+    cdef int rc
+    while n > 0:
+        k = send(sock, buf, n, flags | MSG_NOSIGNAL)
+        if k > 0:
+            buf += k
+            n -= k
+        elif k < 0 and errno == EAGAIN:
+            rc = wait_fd(sock, POLLOUT, now_ms() + stall_ms)
+            if rc <= 0:
+                return 1 if rc == 0 else -1
+        elif k < 0 and errno != EINTR:
+            return -1
+    return 0
+
+
+cdef int sendfile_all(int sock, int fd, off_t pos, Py_ssize_t n, int stall_ms) noexcept nogil:
+    """As ``send_all``, for ``n`` bytes of file ``fd`` from ``pos``; -2 when the file ends
+    before them."""
+    cdef ssize_t k
+    cdef int rc
+    while n > 0:
+        k = sendfile(sock, fd, &pos, n)
+        if k > 0:
+            n -= k
+        elif k == 0:
+            return -2
+        elif errno == EAGAIN:
+            rc = wait_fd(sock, POLLOUT, now_ms() + stall_ms)
+            if rc <= 0:
+                return 1 if rc == 0 else -1
+        elif errno != EINTR:
+            return -1
+    return 0
+
+
+def send_frames(int sock, int fd, int64_t phy_offset, int64_t file_pos, int64_t count,
+                int64_t batch, int stall_ms):
+    """Send ``count`` bytes of file ``fd`` from ``file_pos`` (commit-log offset
+    ``phy_offset``) to the non-blocking socket ``sock`` as frames of at most ``batch``
+    body bytes, without the GIL. Returns the body bytes sent: ``count``, or fewer when
+    the peer read nothing for ``stall_ms`` (the connection is then unusable: a frame
+    may be cut). OSError when a send fails, EOFError when the file is shorter."""
+    cdef char header[HEADER]
+    cdef int64_t sent = 0, size
+    cdef int rc = 0, err = 0
+    if batch <= 0 or count < 0:
+        raise ValueError("batch must be positive and count not negative")
+    with nogil:
+        while sent < count:
+            size = count - sent
+            if size > batch:
+                size = batch
+            pymq_put_i64(header, phy_offset + sent)
+            pymq_put_i32(header + 8, <int32_t>size)
+            rc = send_all(sock, header, HEADER, MSG_MORE, stall_ms)
+            if rc == 0:
+                rc = sendfile_all(sock, fd, <off_t>(file_pos + sent), size, stall_ms)
+            if rc != 0:
+                err = errno
+                break
+            sent += size
+    if rc == -1:
+        raise OSError(err, f"sending replication frames failed: {os.strerror(err)}")
+    if rc == -2:
+        raise EOFError("the segment file ends before the bytes to send")
+    return sent
