@@ -65,7 +65,7 @@ cdef extern from "<time.h>" nogil:
     int clock_gettime(int clk, timespec *ts)
     int CLOCK_MONOTONIC
 
-DEF HEADER = 12
+DEF HEADER_SIZE = 12
 
 
 cdef inline int64_t now_ms() noexcept nogil:
@@ -140,7 +140,7 @@ def send_frames(int sock, int fd, int64_t phy_offset, int64_t file_pos, int64_t 
     body bytes, without the GIL. Returns the body bytes sent: ``count``, or fewer when
     the peer read nothing for ``stall_ms`` (the connection is then unusable: a frame
     may be cut). OSError when a send fails, EOFError when the file is shorter."""
-    cdef char header[HEADER]
+    cdef char header[HEADER_SIZE]
     cdef int64_t sent = 0, size
     cdef int rc = 0, err = 0
     if batch <= 0 or count < 0:
@@ -152,7 +152,7 @@ def send_frames(int sock, int fd, int64_t phy_offset, int64_t file_pos, int64_t 
                 size = batch
             pymq_put_i64(header, phy_offset + sent)
             pymq_put_i32(header + 8, <int32_t>size)
-            rc = send_all(sock, header, HEADER, MSG_MORE, stall_ms)
+            rc = send_all(sock, header, HEADER_SIZE, MSG_MORE, stall_ms)
             if rc == 0:
                 rc = sendfile_all(sock, fd, <off_t>(file_pos + sent), size, stall_ms)
             if rc != 0:
@@ -164,3 +164,115 @@ def send_frames(int sock, int fd, int64_t phy_offset, int64_t file_pos, int64_t 
     if rc == -2:
         raise EOFError("the segment file ends before the bytes to send")
     return sent
+
+
+cdef int splice_all(int src, int dst, loff_t *off_out, Py_ssize_t n) noexcept nogil:
+    """Move ``n`` bytes that are in the pipe ``src`` to ``dst`` (at ``*off_out``, which
+    advances): 0, or -1 on an error (errno)."""
+    cdef ssize_t k
+    while n > 0:
+        k = splice(src, NULL, dst, off_out, n, SPLICE_F_MOVE)
+        if k > 0:
+            n -= k
+        elif k == 0 or errno != EINTR:
+            return -1
+    return 0
+
+
+cdef int read_all(int fd, char *buf, Py_ssize_t n) noexcept nogil:
+    cdef ssize_t k
+    while n > 0:
+        k = read(fd, buf, n)
+        if k > 0:
+            buf += k
+            n -= k
+        elif k == 0 or errno != EINTR:
+            return -1
+    return 0
+
+
+# what ``receive_frames`` stopped at
+cdef enum:
+    S_RECEIVED = 0  # the socket had nothing more at once, or ``limit`` bytes were read
+    S_HEADER = 1    # a frame header it does not take itself (returned, already read)
+    S_CLOSED = 2    # the peer closed the connection
+
+RECEIVED = S_RECEIVED
+HEADER = S_HEADER
+CLOSED = S_CLOSED
+
+
+def receive_frames(int sock, int pipe_r, int pipe_w, Py_ssize_t pipe_size, int fd, int64_t seg_from,
+                   int64_t write_limit, int64_t received_end, int64_t body_left, Py_ssize_t in_pipe,
+                   int64_t limit, int wait_ms):
+    """Read frames off the non-blocking socket ``sock`` without the GIL: its bytes are
+    spliced into the pipe (``pipe_w``, ``pipe_size`` bytes), each header read out of it
+    (``pipe_r``), each body spliced into file ``fd`` (the segment starting at commit-log
+    offset ``seg_from``) at ``received_end``. A header is taken only when its frame
+    continues ``received_end`` with a body that ends within ``write_limit`` (the segment's
+    end, or its blocks reserved so far); any other header is returned to the caller, as
+    are ``body_left`` (the current frame's bytes still to come) and ``in_pipe`` (bytes in
+    the pipe, fewer than a header unless a header was returned). Waits up to ``wait_ms``
+    for a first byte; reads about ``limit`` bytes at most.
+
+    Returns ``(status, received_end, body_left, in_pipe, bytes_read, frames, phy, size)``,
+    ``status`` one of RECEIVED, HEADER (``phy``, ``size``: the header), CLOSED. OSError on
+    a socket, pipe or file error."""
+    cdef char header[HEADER_SIZE]
+    cdef int64_t nread = 0, frames = 0, phy = -1, size = 0, k
+    cdef ssize_t n
+    cdef loff_t off
+    cdef int status = S_RECEIVED, err = 0, rc
+    cdef int64_t deadline = now_ms() + wait_ms
+    with nogil:
+        while True:
+            # the pipe's bytes first: bodies to the file, headers parsed
+            while in_pipe > 0:
+                if body_left > 0:
+                    k = body_left if body_left < in_pipe else in_pipe
+                    off = <loff_t>(received_end - seg_from)
+                    if splice_all(pipe_r, fd, &off, k) < 0:
+                        err = errno
+                        break
+                    body_left -= k
+                    in_pipe -= k
+                    received_end += k
+                elif in_pipe >= HEADER_SIZE:
+                    if read_all(pipe_r, header, HEADER_SIZE) < 0:
+                        err = errno
+                        break
+                    in_pipe -= HEADER_SIZE
+                    phy = pymq_get_i64(header)
+                    size = pymq_get_i32(header + 8)
+                    if size > 0 and phy == received_end and fd >= 0 and phy + size <= write_limit:
+                        body_left = size
+                        frames += 1
+                    else:
+                        status = S_HEADER
+                        break
+                else:
+                    break
+            if err or status == S_HEADER or nread >= limit:
+                break
+            n = splice(sock, NULL, pipe_w, NULL, <size_t>(pipe_size - in_pipe), SPLICE_F_MOVE)
+            if n > 0:
+                in_pipe += n
+                nread += n
+            elif n == 0:
+                status = S_CLOSED
+                break
+            elif errno == EAGAIN:
+                if nread > 0:
+                    break
+                rc = wait_fd(sock, POLLIN, deadline)
+                if rc == 0:
+                    break
+                if rc < 0:
+                    err = errno
+                    break
+            elif errno != EINTR:
+                err = errno
+                break
+    if err:
+        raise OSError(err, f"receiving replication frames failed: {os.strerror(err)}")
+    return status, received_end, body_left, in_pipe, nread, frames, phy, size

@@ -6,8 +6,8 @@ that stops reading or writing is given up after ``stall_s`` without progress (Ro
 ``haHousekeepingInterval``): a slave that never reads can hold one connection's writer
 thread and the socket's buffers, never the store. Commit-log bytes leave through
 ``sendfile`` (page cache to socket, no copy through Python; runs of frames in one call
-without the GIL, ``send_frames``) and arrive through ``splice`` into a pipe
-(``splice_some``) or ``recv_into`` a buffer (``recv_some``).
+without the GIL, ``send_frames``) and arrive through ``ha_wire.receive_frames`` (the
+slave's ``FrameReader``); the master reads its slaves' reports with ``recv_some``.
 """
 
 from __future__ import annotations
@@ -24,8 +24,6 @@ from .protocol import FRAME_HEADER_SIZE
 
 #: longest single wait, so a stop is seen quickly
 SLICE_S = 0.2
-#: splice(2)'s SPLICE_F_MOVE (a hint: move pages rather than copy them)
-SPLICE_F_MOVE = getattr(os, "SPLICE_F_MOVE", 1)
 
 
 class ChannelClosed(Exception):
@@ -90,24 +88,6 @@ class Channel:
             since = self.last_write = time.monotonic()
             self.bytes_out += n
 
-    def send_file(self, fd: int, offset: int, count: int) -> None:
-        """Send ``count`` bytes of file ``fd`` from ``offset`` (sendfile: no user-space copy)."""
-        since = time.monotonic()
-        while count > 0:
-            try:
-                n = os.sendfile(self.fd, fd, offset, count)
-            except (BlockingIOError, InterruptedError):
-                self._wait_progress(select.POLLOUT, since)
-                continue
-            except OSError as e:
-                raise ChannelClosed(str(e)) from e
-            if n == 0:
-                raise ChannelClosed("sendfile sent nothing (file shorter than asked)")
-            offset += n
-            count -= n
-            since = self.last_write = time.monotonic()
-            self.bytes_out += n
-
     def send_frames(self, fd: int, phy_offset: int, pos: int, count: int, batch: int) -> None:
         """Send ``count`` bytes of file ``fd`` from ``pos`` (commit-log offset
         ``phy_offset``) as replication frames of at most ``batch`` body bytes, in one call
@@ -133,10 +113,17 @@ class Channel:
         or ``stall_s`` without any byte read."""
         return self._read(self.sock.recv_into, view, wait_s)
 
-    def splice_some(self, pipe_w: int, count: int, wait_s: float) -> int:
-        """As ``recv_some``, but the bytes (at most ``count``) move into the pipe
-        ``pipe_w`` without a copy through user space (``os.splice``, Linux)."""
-        return self._read(lambda n: os.splice(self.fd, pipe_w, n, flags=SPLICE_F_MOVE), count, wait_s)
+    def check_open(self) -> None:
+        """ChannelClosed once stopped or closed, or after ``stall_s`` without a byte read."""
+        if self.stop.is_set() or self._closed:
+            raise ChannelClosed("stopped")
+        if time.monotonic() - self.last_read > self.stall_s:
+            raise ChannelClosed(f"nothing read for {self.stall_s:.1f} s")
+
+    def received(self, n: int) -> None:
+        """``n`` bytes were read off the socket by ``ha_wire.receive_frames``."""
+        self.last_read = time.monotonic()
+        self.bytes_in += n
 
     def _read(self, read, arg, wait_s: float) -> int:
         deadline = time.monotonic() + wait_s
@@ -158,13 +145,6 @@ class Channel:
             self.last_read = time.monotonic()
             self.bytes_in += n
             return n
-
-    def recv_exact(self, view, wait_s: float = SLICE_S) -> None:
-        """Fill all of ``view`` (``stall_s`` bounds each wait for more)."""
-        view = memoryview(view)
-        while view:
-            n = self.recv_some(view, wait_s)
-            view = view[n:]
 
     def close(self) -> None:
         if not self._closed:

@@ -20,7 +20,7 @@ import time
 from typing import Optional
 
 from .channel import Channel, ChannelClosed
-from .frame_reader import frame_reader
+from .frame_reader import FrameReader
 from .protocol import encode_report, parse_address
 from .replica_log import ReplicaLog, ReplicaMismatch
 
@@ -134,7 +134,7 @@ class HAClient:
                 log.warning("HA client: connected to %s again", address)
                 self._failing = False
             self._report(ch, self.replica.reset())
-            reader = frame_reader(self.replica)
+            reader = FrameReader(self.replica)
             while True:
                 got = reader.read_burst(ch, self.heartbeat_s)
                 if got:

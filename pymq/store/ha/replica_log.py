@@ -5,7 +5,7 @@ of each frame go into the segment at the frame's offset (a new segment is create
 segment boundary, so a slave that started empty holds a log whose first segment is the
 master's last one when it connected, not segment 0).
 
-The bytes are written into the segment's file (``splice`` from a pipe, or ``pwrite``),
+The bytes are written into the segment's file (spliced from a pipe by ``FrameReader``),
 not stored through the mapping: the page cache the mapping shows is the same, but a store through a fresh
 mapping faults each page in and zeroes it first (reading the unwritten extent), which
 measured three to five times slower than ``pwrite`` of whole pages on this machine
@@ -77,7 +77,7 @@ class ReplicaLog:
     def check_frame(self, phy_offset: int, body_size: int) -> None:
         """ReplicaMismatch unless a frame of ``body_size`` bytes at ``phy_offset`` continues
         the log (an empty log takes any segment boundary) within one segment; then make
-        the segment it goes into ready (``write`` appends its body)."""
+        the segment it goes into ready (``write_window``: where its body may go)."""
         if body_size < 0:
             raise ReplicaMismatch(f"negative frame size {body_size}")
         if phy_offset != self.received_end:
@@ -97,30 +97,15 @@ class ReplicaLog:
         if mf.reserve_chunk and end > mf.reserved:
             mf.reserve(end)                    # sparse segment: its blocks before the bytes
 
-    def write(self, data) -> None:
-        """Append ``data`` (part of a checked frame's body) at ``received_end``."""
-        pos = self.received_end - self._mf.file_from_offset
-        view = data
-        while True:
-            n = os.pwrite(self._fd, view, pos)
-            if n == len(view):
-                break
-            view = memoryview(view)[n:]
-            pos += n
-        self.received_end += len(data)
-
-    def splice_from(self, pipe_r: int, count: int) -> None:
-        """Append ``count`` bytes (part of a checked frame's body) waiting in the pipe
-        ``pipe_r`` at ``received_end``, moved by ``os.splice`` (no copy through Python)."""
-        pos = self.received_end - self._mf.file_from_offset
-        left = count
-        while left:
-            n = os.splice(pipe_r, self._fd, left, offset_dst=pos)
-            if n <= 0:
-                raise OSError(f"splice moved nothing into {self._mf.file_name} at {pos}")
-            pos += n
-            left -= n
-        self.received_end += count
+    def write_window(self) -> tuple[int, int, int]:
+        """Where frame bodies may go without another ``check_frame``: ``(fd, segment
+        start, offset limit)`` of the segment being written (its end, or the end of its
+        blocks reserved so far), ``(-1, 0, -1)`` before the first frame."""
+        mf = self._mf
+        if mf is None:
+            return -1, 0, -1
+        room = mf.reserved if mf.reserve_chunk else self.file_size
+        return self._fd, mf.file_from_offset, mf.file_from_offset + min(room, self.file_size)
 
     def apply(self) -> int:
         """Move the visible end over the whole records received; how many became visible."""
