@@ -2,7 +2,8 @@
 
 ``protocol`` (the bytes), ``channel`` (a bounded non-blocking socket), the master's
 ``ha_service`` / ``ha_connection`` / ``group_transfer``, the slave's ``ha_client`` /
-``replica_log``, and ``sync_master`` (what a SYNC_MASTER put waits for). ``build_ha``
+``frame_reader`` / ``replica_log``, and ``sync_master`` (what a SYNC_MASTER put waits
+for). The bytes themselves move in ``pymq._core.ha_wire``, without the GIL. ``build_ha``
 makes what a store's config asks for.
 """
 

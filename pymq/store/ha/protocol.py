@@ -3,8 +3,9 @@
 One TCP connection per slave, opened by the slave to the master's HA port (RocketMQ:
 ``haListenPort``, the broker's listen port + 1). Each side writes one kind of message::
 
-    slave -> master: its max commit-log offset (on connect, after each applied frame,
-                     and every ha_send_heartbeat_interval when idle)
+    slave -> master: its max commit-log offset (on connect, after each read burst that
+                     made records visible, and every ha_send_heartbeat_interval when
+                     idle)
 
         0                               8
         +-------------------------------+
