@@ -35,9 +35,11 @@ class PymqSyncMasterPut(PymqPutMessage):
     role = "SYNC_MASTER"
     slave = True
     figures = (Figure("catch_up_mib_s", "catch-up MiB/s", "{:,.0f}", lower_is_better=False),
-               Figure("loopback_mib_s", "loopback MiB/s (frame-size chunks)", "{:,.0f}", lower_is_better=False),
+               Figure("loopback_mib_s", "loopback MiB/s (frame-size chunks)", "{:,.0f}",
+                      lower_is_better=False),
                Figure("catch_up_ratio", "catch-up / loopback", "{:.2f}", lower_is_better=False),
-               Figure("loopback_32k_mib_s", "loopback MiB/s (32 KiB chunks)", "{:,.0f}", lower_is_better=False),
+               Figure("loopback_32k_mib_s", "loopback MiB/s (32 KiB chunks)", "{:,.0f}",
+                      lower_is_better=False),
                Figure("catch_up_ratio_32k", "catch-up / loopback 32 KiB", "{:.2f}", lower_is_better=False),
                Figure("catch_up_producing_mib_s", "catch-up MiB/s, producer on", "{:,.0f}",
                       lower_is_better=False),
@@ -78,7 +80,8 @@ class PymqSyncMasterPut(PymqPutMessage):
         loop = loopback_bandwidth(total, pymq.StoreConfig().ha_transfer_batch_size)
         loop_32k = loopback_bandwidth(total, RMQ_BATCH)
         busy = catch_up(os.path.join(self.path, "producing"), total, producer=True)
-        return {"catch_up_mib_s": catch / mib, "loopback_mib_s": loop / mib, "catch_up_ratio": catch / loop,
+        return {"catch_up_mib_s": catch / mib, "loopback_mib_s": loop / mib,
+                "catch_up_ratio": catch / loop,
                 "loopback_32k_mib_s": loop_32k / mib, "catch_up_ratio_32k": catch / loop_32k,
                 "catch_up_producing_mib_s": busy["rate"] / mib, "put_alone_msgs_s": busy["put_alone"],
                 "put_during_catch_up_msgs_s": busy["put_during"]}

@@ -145,7 +145,8 @@ class HAClient:
                 if got and end >= self.master_offset_seen:
                     self.caught_up_at = time.time()
                 # a report per burst that made records visible; when idle, a heartbeat
-                if not got or end > self.reported_offset or time.monotonic() - ch.last_write > self.heartbeat_s:
+                idle = time.monotonic() - ch.last_write > self.heartbeat_s
+                if not got or end > self.reported_offset or idle:
                     self._report(ch, end)
         finally:
             self.disconnects += 1

@@ -8,7 +8,8 @@ The writer sends frames of at most ``ha_transfer_batch_size`` bytes, never acros
 segment end, with ``sendfile`` from the segment file (the page cache the mapping writes
 into), many frames per call without the GIL (``Channel.send_frames``: a busy producer
 thread holding the GIL does not hold up a catch-up), and a heartbeat frame after
-``ha_send_heartbeat_interval`` of nothing to send. It sleeps on the service's condition, woken when the log grows.
+``ha_send_heartbeat_interval`` of nothing to send. It sleeps on the service's condition,
+woken when the log grows.
 
 Bounds: the reader keeps fewer than 8 bytes between reads and reads 4 KiB at most at a
 time, whatever a peer sends; a peer that sends nothing for ``ha_housekeeping_interval``,
