@@ -131,6 +131,27 @@ class RealBroker:
             raise RuntimeError(f"the broker did not take {ignored} (not a BrokerConfig/MessageStoreConfig name?)")
         return self
 
+    def _stop_process(self, name: str, signals: tuple) -> None:
+        """Stop ``name`` (broker, namesrv) by the pid run.sh recorded: each (signal, seconds
+        to wait) in turn until it is gone; its pid file removed."""
+        pid_file = self.run_dir / f"{name}.pid"
+        if not pid_file.exists():
+            return
+        pid = int(pid_file.read_text())
+        for sig, wait in signals:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                break
+            deadline = time.monotonic() + wait
+            while _alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if not _alive(pid):
+                break
+        if _alive(pid):
+            raise RuntimeError(f"the {name} (pid {pid}) did not stop")
+        pid_file.unlink()
+
     def stop(self) -> None:
         """Stop broker then name server, each by the pid run.sh recorded, and remove the pid
         files (all ``run.sh stop`` would do, without its second-long polls): the broker by
@@ -140,47 +161,14 @@ class RealBroker:
         if not self.running:
             return
         self.running = False
-        for name, signals in (("broker", ((signal.SIGTERM, 30), (signal.SIGKILL, 10))),
-                              ("namesrv", ((signal.SIGKILL, 10),))):
-            pid_file = self.run_dir / f"{name}.pid"
-            if not pid_file.exists():
-                continue
-            pid = int(pid_file.read_text())
-            for sig, wait in signals:
-                try:
-                    os.kill(pid, sig)
-                except ProcessLookupError:
-                    break
-                deadline = time.monotonic() + wait
-                while _alive(pid) and time.monotonic() < deadline:
-                    time.sleep(0.05)
-                if not _alive(pid):
-                    break
-            if _alive(pid):
-                raise RuntimeError(f"the {name} (pid {pid}) did not stop")
-            pid_file.unlink()
+        self._stop_process("broker", ((signal.SIGTERM, 30), (signal.SIGKILL, 10)))
+        self._stop_process("namesrv", ((signal.SIGKILL, 10),))
 
     def stop_broker(self, sig: int = signal.SIGTERM) -> None:
         """Stop the broker alone (its name server keeps running): by ``sig`` (TERM: it
         unregisters from the name server and shuts down cleanly; KILL: as a crash), KILL
         after 30 s. ``stop`` later stops the name server."""
-        pid_file = self.run_dir / "broker.pid"
-        if not pid_file.exists():
-            return
-        pid = int(pid_file.read_text())
-        for s, wait in ((sig, 30), (signal.SIGKILL, 10)):
-            try:
-                os.kill(pid, s)
-            except ProcessLookupError:
-                break
-            deadline = time.monotonic() + wait
-            while _alive(pid) and time.monotonic() < deadline:
-                time.sleep(0.05)
-            if not _alive(pid):
-                break
-        if _alive(pid):
-            raise RuntimeError(f"the broker (pid {pid}) did not stop")
-        pid_file.unlink()
+        self._stop_process("broker", ((sig, 30), (signal.SIGKILL, 10)))
 
     def kill(self) -> None:
         """Stop both at once by KILL (``abort`` stays: the store is left as after a crash),
