@@ -15,10 +15,10 @@ import uuid
 import pytest
 
 from .conftest import ServerProcess, write_groups, write_topics
-from .test_lite_groups import PARENT, RawLiteClient
+from .test_lite_groups import PARENT, RawLiteClient, send
 
 pb = pytest.importorskip("rocketmq.grpc_protocol.definition_pb2")
-from rocketmq import ClientConfiguration, Credentials, Message, Producer  # noqa: E402
+from rocketmq import ClientConfiguration, Credentials, Producer  # noqa: E402
 
 TOPICS = {PARENT: {"queues": 2, "attributes": {"message.type": "LITE", "lite.topic.expiration": "1"}}}
 GROUPS = {"expiry-group": {"attributes": {"lite.bind.topic": PARENT}}}
@@ -48,15 +48,6 @@ def producer(server):
     p.startup()
     yield p
     p.shutdown()
-
-
-def send(producer, lite: str, *bodies: str) -> None:
-    for body in bodies:
-        m = Message()
-        m.topic = PARENT
-        m.body = body.encode()
-        m.lite_topic = lite
-        producer.send(m)
 
 
 def test_an_idle_lite_topic_expires_an_active_one_stays(server, producer):
