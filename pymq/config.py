@@ -141,7 +141,8 @@ class StoreConfig:
     ha_send_heartbeat_interval: int = 5_000       # ms (haSendHeartbeatInterval)
     ha_housekeeping_interval: int = 20_000        # ms (haHousekeepingInterval)
     # bytes per frame (haTransferBatchSize; RocketMQ's 32 KiB): 1 MiB lets a catch-up move a
-    # GiB in a thousand frames; a RocketMQ 4.9.7 slave takes frames up to its 4 MiB buffer
+    # GiB in a thousand frames. At most 4 MiB - 12: a RocketMQ 4.9.7 slave reads a frame
+    # (12-byte header and body) into its 4 MiB buffer and waits forever for a larger one.
     ha_transfer_batch_size: int = _MiB
     ha_max_gap_not_in_sync: int = 256 * _MiB      # haMaxGapNotInSync
 
@@ -194,6 +195,9 @@ class StoreConfig:
         if self.ha_send_heartbeat_interval < 1 or self.ha_housekeeping_interval < 1 \
                 or self.ha_transfer_batch_size < 1 or self.ha_max_gap_not_in_sync < 1:
             raise PymqError("HA intervals, the transfer batch size and the gap must be positive")
+        if self.ha_transfer_batch_size > 4 * _MiB - 12:
+            raise PymqError(f"ha_transfer_batch_size must be at most {4 * _MiB - 12} bytes: a RocketMQ slave "
+                            f"reads a frame into a 4 MiB buffer and never completes a larger one")
         if self.clean_resource_interval < 1 or self.delete_commitlog_files_interval < 0 \
                 or self.delete_consume_queue_files_interval < 0 or self.delete_files_batch_max < 1:
             raise PymqError("cleaning intervals must be >= 0 (the pass interval >= 1) and the batch >= 1")

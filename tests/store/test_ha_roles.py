@@ -207,3 +207,16 @@ def test_slave_rejects_bytes_that_are_not_records(tmp_path, config_factory):
     finally:
         slave.shutdown()
         fake.close()
+
+
+def test_config_refuses_what_cannot_replicate():
+    """Settings under which replication could not work are refused when the config is made:
+    a frame larger than a RocketMQ slave's 4 MiB read buffer (it would wait for it forever),
+    an unknown role, an HA port out of range."""
+    import pymq
+    from pymq.errors import PymqError
+    assert pymq.StoreConfig(ha_transfer_batch_size=4 * 1024 * 1024 - 12).ha_transfer_batch_size == 4 * 1024 * 1024 - 12
+    for bad in (dict(ha_transfer_batch_size=4 * 1024 * 1024 - 11), dict(ha_transfer_batch_size=0),
+                dict(broker_role="MASTER"), dict(ha_listen_port=70000)):
+        with pytest.raises(PymqError):
+            pymq.StoreConfig(**bad)
