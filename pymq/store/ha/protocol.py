@@ -60,11 +60,6 @@ def encode_frame_header(phy_offset: int, body_size: int) -> bytes:
     return FRAME_HEADER.pack(phy_offset, body_size)
 
 
-def decode_frame_header(data) -> tuple[int, int]:
-    """``(phy_offset, body_size)`` of a 12-byte header."""
-    return FRAME_HEADER.unpack(data)
-
-
 def last_report(buffered: bytes) -> tuple[int | None, bytes]:
     """From bytes a master has read off a slave: the last whole 8-byte report (None when
     there is none yet) and the bytes left over (fewer than 8) for the next read."""
