@@ -48,6 +48,10 @@ cdef extern from "Python.h":
     const char *PyUnicode_AsUTF8AndSize(object s, Py_ssize_t *size) except NULL
 
 cdef object PUT_OK = PutMessageStatus.PUT_OK
+#: stored, but not confirmed by the flush or a slave in time (``PutMessageResult.is_ok``)
+cdef frozenset _STORED_UNCONFIRMED = frozenset({PutMessageStatus.FLUSH_DISK_TIMEOUT,
+                                               PutMessageStatus.FLUSH_SLAVE_TIMEOUT,
+                                               PutMessageStatus.SLAVE_NOT_AVAILABLE})
 cdef object MESSAGE_ILLEGAL = PutMessageStatus.MESSAGE_ILLEGAL
 cdef object PROPERTIES_SIZE_EXCEEDED = PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
 cdef object SERVICE_NOT_AVAILABLE = PutMessageStatus.SERVICE_NOT_AVAILABLE
@@ -274,8 +278,11 @@ cdef class PutMessageResult:
         return self._status
 
     def is_ok(self):
-        """True when the message is in the log (a flush timeout still counts, as in RocketMQ)."""
-        return self._status is PUT_OK or self._status is PutMessageStatus.FLUSH_DISK_TIMEOUT
+        """True when the message is in the log, as RocketMQ's ``isOk`` (its append
+        succeeded): also when the flush or a SYNC_MASTER's slave did not confirm it in time
+        (FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE), whose ids and
+        offsets are those of the stored record."""
+        return self._status is PUT_OK or self._status in _STORED_UNCONFIRMED
 
     cpdef set_status(self, status):
         self._status = status

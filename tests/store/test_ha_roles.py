@@ -53,7 +53,10 @@ def sync_master(tmp_path, config_factory):
 
 def test_sync_master_without_slave(sync_master):
     before = sync_master.get_max_phy_offset()
-    assert sync_master.put_message(Message("T", b"x")).status is S.SLAVE_NOT_AVAILABLE
+    r = sync_master.put_message(Message("T", b"x"))
+    assert r.status is S.SLAVE_NOT_AVAILABLE
+    # stored, so ok as RocketMQ's isOk (its append succeeded), with the record's ids
+    assert r.is_ok() and r.msg_id and sync_master.look_message_by_offset(r.commitlog_offset).body == b"x"
     assert sync_master.put_bodies("T", [b"a", b"b"]).status is S.SLAVE_NOT_AVAILABLE
     assert sync_master.async_put_message(Message("T", b"y")).result(5).status is S.SLAVE_NOT_AVAILABLE
     assert sync_master.get_max_phy_offset() > before            # stored all the same
@@ -104,7 +107,7 @@ def test_sync_master_with_stalled_slave_times_out(sync_master):
         t0 = time.monotonic()
         r = sync_master.put_message(Message("T", b"x" * 100))
         took = time.monotonic() - t0
-        assert r.status is S.FLUSH_SLAVE_TIMEOUT
+        assert r.status is S.FLUSH_SLAVE_TIMEOUT and r.is_ok()
         assert 0.5 <= took < 2.0
         assert sync_master.look_message_by_offset(r.commitlog_offset).body == b"x" * 100
         fut = sync_master.async_put_message(Message("T", b"y"))

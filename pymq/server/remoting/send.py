@@ -76,9 +76,6 @@ _PUT_CODES = {
 #: put statuses whose message is in the log: the send is answered with its id and offsets
 #: (``sendOK`` in 4.9.7's ``handlePutMessageResult``), under the status's own code
 _STORED = frozenset({P.PUT_OK, P.FLUSH_DISK_TIMEOUT, P.FLUSH_SLAVE_TIMEOUT, P.SLAVE_NOT_AVAILABLE})
-#: of those, the ones ``PutMessageResult.is_ok`` does not count (a SYNC_MASTER's put that no
-#: slave confirmed): the result's ids are read as for an OK put
-_STORED_NOT_REPLICATED = frozenset({P.FLUSH_SLAVE_TIMEOUT, P.SLAVE_NOT_AVAILABLE})
 
 
 def _disk_ratio(path: str) -> float:
@@ -107,19 +104,6 @@ def service_not_available_remark(store_path: str) -> str:
     store shutting down)."""
     return ("service not available now. It may be caused by one of the following reasons: the broker's disk is "
             f"full [{disk_util(store_path)}], messages are put to the slave, message store has been shut down, etc.")
-
-
-def _stored_ids(r):
-    """(msg id, queue offset) of a stored put, also when a SYNC_MASTER's slave did not
-    confirm it (``is_ok`` is False then, the record is in the log all the same)."""
-    if r.status in _STORED_NOT_REPLICATED and r.msg_id is None:
-        status = r.status
-        r.set_status(P.PUT_OK)
-        try:
-            return r.msg_id, r.queue_offset
-        finally:
-            r.set_status(status)
-    return r.msg_id, r.queue_offset
 
 
 _DELAY_PROPERTIES = ("DELAY", START_DELIVER_TIME, "TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS")
@@ -327,8 +311,7 @@ class SendMessageProcessor:
         server.stats.sent += max(r.msg_num, 1)
         if server.in_observer is not None:
             observe(server, server.in_observer, kind[0], kind[1], max(r.msg_num, 1), r.wrote_bytes)
-        msg_id, queue_offset = _stored_ids(r)
-        ext = {"msgId": msg_id, "queueId": queue_id, "queueOffset": queue_offset,
+        ext = {"msgId": r.msg_id, "queueId": queue_id, "queueOffset": r.queue_offset,
                "MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}
         return cmd.response(code, None, ext)
 
@@ -377,7 +360,7 @@ class SendMessageProcessor:
             r = self.broker.send_message_back(group, offset, delay_level, limit if limit >= 0 else None)
         except SendBackError as e:
             return cmd.response(ResponseCode.SYSTEM_ERROR, str(e))
-        if not r.is_ok():
+        if r.status is not P.PUT_OK:
             # 4.9.7 answers every put status but PUT_OK with SYSTEM_ERROR and the status's
             # name (asyncConsumerSendMsgBack), SERVICE_NOT_AVAILABLE on a slave included
             return cmd.response(ResponseCode.SYSTEM_ERROR, r.status.name)
