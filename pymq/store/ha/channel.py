@@ -4,15 +4,14 @@ Both ends of a replication connection wait on the socket with ``poll`` in short 
 a thread blocked on a peer notices a shutdown (``stop``) within ``SLICE_S``, and a peer
 that stops reading or writing is given up after ``stall_s`` without progress (RocketMQ's
 ``haHousekeepingInterval``): a slave that never reads can hold one connection's writer
-thread and the socket's buffers, never the store. Commit-log bytes leave through
-``sendfile`` (page cache to socket, no copy through Python; runs of frames in one call
-without the GIL, ``send_frames``) and arrive through ``ha_wire.receive_frames`` (the
+thread and the socket's buffers, never the store. Commit-log bytes leave from the
+segment's mapping (no copy through Python; runs of frames in one call without the GIL,
+``send_frames``) and arrive through ``ha_wire.receive_frames`` (the
 slave's ``FrameReader``); the master reads its slaves' reports with ``recv_some``.
 """
 
 from __future__ import annotations
 
-import os
 import select
 import socket
 import threading
@@ -88,16 +87,14 @@ class Channel:
             since = self.last_write = time.monotonic()
             self.bytes_out += n
 
-    def send_frames(self, fd: int, phy_offset: int, pos: int, count: int, batch: int) -> None:
-        """Send ``count`` bytes of file ``fd`` from ``pos`` (commit-log offset
+    def send_frames(self, mf, phy_offset: int, pos: int, count: int, batch: int) -> None:
+        """Send ``count`` bytes of segment ``mf`` from ``pos`` (commit-log offset
         ``phy_offset``) as replication frames of at most ``batch`` body bytes, in one call
         without the GIL (``ha_wire.send_frames``)."""
         if self.stop.is_set() or self._closed:
             raise ChannelClosed("stopped")
         try:
-            sent = ha_wire.send_frames(self.fd, fd, phy_offset, pos, count, batch, int(self.stall_s * 1000))
-        except EOFError as e:
-            raise ChannelClosed(f"sendfile sent nothing ({e})") from e
+            sent = ha_wire.send_frames(self.fd, mf, phy_offset, pos, count, batch, int(self.stall_s * 1000))
         except OSError as e:
             raise ChannelClosed(str(e)) from e
         self.last_write = time.monotonic()

@@ -31,6 +31,11 @@ from .replica_log import ReplicaLog
 
 #: bytes the pipe holds (one splice from the socket moves at most this much)
 BUFFER_SIZE = 1 << 20
+#: the pipe's least size: 16 pages. A pipe holds a packet's pieces one per slot (a page
+#: each), and the reader splices from the socket only with fewer than a header's 12 bytes
+#: left in it: with 16 slots one is always free, so that splice never waits on a full
+#: pipe that only this thread would empty (a one-page pipe deadlocked so)
+MIN_PIPE_SIZE = 16 * 4096
 #: bytes one burst reads before the slave applies and reports what it has
 BURST_BYTES = 8 << 20
 #: fcntl's F_SETPIPE_SZ / F_GETPIPE_SZ (Linux)
@@ -50,7 +55,7 @@ class FrameReader:
         self.master_offset_seen = -1  # the newest frame's end (or a heartbeat's offset)
         self.pipe_r, self.pipe_w = os.pipe()
         try:
-            self.pipe_size = fcntl.fcntl(self.pipe_w, F_SETPIPE_SZ, BUFFER_SIZE)
+            self.pipe_size = fcntl.fcntl(self.pipe_w, F_SETPIPE_SZ, max(BUFFER_SIZE, MIN_PIPE_SIZE))
         except OSError:               # above /proc/sys/fs/pipe-max-size: the pipe's own size
             self.pipe_size = fcntl.fcntl(self.pipe_w, F_GETPIPE_SZ)
 

@@ -5,8 +5,8 @@ transfer starts (``protocol.start_offset``), every one is the slave's acknowledg
 (SYNC_MASTER puts wait for it); a report past this log's end, or a negative one, closes
 the connection (RocketMQ: "slave request offset greater than local commitLog offset").
 The writer sends frames of at most ``ha_transfer_batch_size`` bytes, never across a
-segment end, with ``sendfile`` from the segment file (the page cache the mapping writes
-into), many frames per call without the GIL (``Channel.send_frames``: a busy producer
+segment end, written from the segment's mapping (pinned meanwhile, as RocketMQ writes
+the mapped buffer's slice), many frames per call without the GIL (``Channel.send_frames``: a busy producer
 thread holding the GIL does not hold up a catch-up), and a heartbeat frame after
 ``ha_send_heartbeat_interval`` of nothing to send. It sleeps on the service's condition,
 woken when the log grows.
@@ -20,11 +20,11 @@ the store only to read its segment list and positions: a stalled slave never blo
 from __future__ import annotations
 
 import logging
-import os
 import socket
 import threading
 import time
-from typing import Optional
+
+from pymq.errors import StoreStateError
 
 from .channel import Channel, ChannelClosed
 from .protocol import encode_frame_header, last_report, start_offset
@@ -54,8 +54,6 @@ class HAConnection:
         self.connected_at = time.time()
         self.last_ack_time = 0.0
         self._threads: list[threading.Thread] = []
-        self._seg_fd = -1
-        self._seg_from = -1
 
     def start(self) -> None:
         for target, name in ((self._read_loop, "reader"), (self._write_loop, "writer")):
@@ -137,7 +135,6 @@ class HAConnection:
         except Exception:
             log.exception("HA: sending to slave %s failed", self.address)
         finally:
-            self._close_segment()
             self.close()
 
     def _transfer_some(self) -> int:
@@ -154,28 +151,12 @@ class HAConnection:
         size = min(mf.read_position - pos, max(CALL_BYTES, self.batch))
         if size <= 0:
             return 0
-        fd = self._segment_fd(mf)
-        if fd < 0:
+        try:
+            self.channel.send_frames(mf, offset, pos, size, self.batch)
+        except StoreStateError:           # the segment was closed (cleaned) meanwhile
             return 0
-        self.channel.send_frames(fd, offset, pos, size, self.batch)
         self.next_transfer_from = offset + size
         return size
-
-    def _segment_fd(self, mf) -> int:
-        if self._seg_from != mf.file_from_offset:
-            self._close_segment()
-            try:
-                self._seg_fd = os.open(mf.file_name, os.O_RDONLY)
-            except FileNotFoundError:
-                return -1
-            self._seg_from = mf.file_from_offset
-        return self._seg_fd
-
-    def _close_segment(self) -> None:
-        if self._seg_fd >= 0:
-            os.close(self._seg_fd)
-            self._seg_fd = -1
-            self._seg_from = -1
 
     def stats(self) -> dict:
         """This slave as the master sees it: pushed and acknowledged offsets, lag."""
