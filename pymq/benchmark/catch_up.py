@@ -11,11 +11,16 @@ catches up, against the loopback socket, and what that costs the master's produc
 * ``loopback_bandwidth``: a plain sender (this process) and receiver (its own process)
   moving ``total`` bytes in ``chunk``-byte ``send``/``recv_into`` calls: what the machine's
   loopback socket gives two processes, the catch-up's yardstick. It is measured with the
-  chunk the master's frames use (``ha_transfer_batch_size``) and with RocketMQ's 32 KiB.
+  chunk the master's frames use (``ha_transfer_batch_size``) and with RocketMQ's 32 KiB;
+  with ``source``, the sender writes a file's bytes from its mapping (stored bytes, as the
+  master sends them) instead of one buffer the cache keeps.
+* ``fresh_file_write``: ``total`` bytes ``pwrite``n into a new file in ``chunk`` calls, no
+  flush: what the slave's own copy into its page cache costs at the least.
 """
 
 from __future__ import annotations
 
+import mmap
 import multiprocessing
 import os
 import shutil
@@ -45,25 +50,52 @@ def _receiver(port_q, total: int, chunk: int, done_q) -> None:
     conn.close()
 
 
-def loopback_bandwidth(total: int, chunk: int = 32 * 1024) -> float:
+def loopback_bandwidth(total: int, chunk: int = 32 * 1024, source: str | None = None) -> float:
     """Bytes/s of a plain sender and receiver (two processes, ``chunk``-byte calls) over
-    loopback."""
+    loopback; the sender writes ``source``'s bytes from its mapping when given (a file of
+    at least ``total`` bytes), else one random buffer over and over."""
     ctx = multiprocessing.get_context("spawn")
     port_q, done_q = ctx.Queue(), ctx.Queue()
     p = ctx.Process(target=_receiver, args=(port_q, total, chunk, done_q))
     p.start()
     s = socket.create_connection(("127.0.0.1", port_q.get(timeout=60)))
-    data = os.urandom(chunk)
+    mapped = None
+    if source is not None:
+        with open(source, "rb") as f:
+            mapped = mmap.mmap(f.fileno(), total, prot=mmap.PROT_READ)
+        view = memoryview(mapped)
+    else:
+        data = os.urandom(chunk)
     t0 = time.perf_counter()
     sent = 0
     while sent < total:
-        s.sendall(data)
+        s.sendall(data if mapped is None else view[sent:sent + chunk])
         sent += chunk
     got = done_q.get(timeout=600)
     took = time.perf_counter() - t0
     s.close()
     p.join(30)
+    if mapped is not None:
+        view.release()
+        mapped.close()
     return got / took
+
+
+def fresh_file_write(path: str, total: int, chunk: int = 1 << 20) -> float:
+    """Bytes/s of ``pwrite`` of ``total`` bytes into a new file at ``path`` in ``chunk``
+    calls (page cache only, no flush); the file is left for ``loopback_bandwidth``'s
+    ``source``."""
+    data = os.urandom(chunk)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        t0 = time.perf_counter()
+        pos = 0
+        while pos < total:
+            pos += os.pwrite(fd, data, pos)
+        took = time.perf_counter() - t0
+    finally:
+        os.close(fd)
+    return pos / took
 
 
 def _slave(path: str, address: str, file_size: int, target: int, out_q) -> None:

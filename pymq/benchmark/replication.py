@@ -11,7 +11,10 @@ catch-up rate of a slave started empty, in its own process, beside a master hold
 sender and receiver moving the same bytes in chunks of the master's frame size
 (``ha_transfer_batch_size``) and of RocketMQ's 32 KiB, and the catch-up's ratio to each
 (the goal: >= 0.5); then a second catch-up while a producer thread puts on the master,
-with the producer's rate during it and alone.
+with the producer's rate during it and alone. Two floors beside them: the same bytes
+``pwrite``n into a fresh file (what the slave's copy into its page cache costs at the
+least), and the loopback with the sender writing that file's bytes from its mapping (as
+the master sends stored bytes) rather than one buffer the CPU cache keeps.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import time
 
 import pymq
 
-from .catch_up import catch_up, loopback_bandwidth
+from .catch_up import catch_up, fresh_file_write, loopback_bandwidth
 from .figures import Figure
 from .write import PymqPutMessage
 
@@ -41,6 +44,10 @@ class PymqSyncMasterPut(PymqPutMessage):
                Figure("loopback_32k_mib_s", "loopback MiB/s (32 KiB chunks)", "{:,.0f}",
                       lower_is_better=False),
                Figure("catch_up_ratio_32k", "catch-up / loopback 32 KiB", "{:.2f}", lower_is_better=False),
+               Figure("loopback_stored_mib_s", "loopback MiB/s, sent from a mapped file", "{:,.0f}",
+                      lower_is_better=False),
+               Figure("fresh_write_mib_s", "fresh-file pwrite MiB/s (page cache)", "{:,.0f}",
+                      lower_is_better=False),
                Figure("catch_up_producing_mib_s", "catch-up MiB/s, producer on", "{:,.0f}",
                       lower_is_better=False),
                Figure("put_alone_msgs_s", "master puts/s alone", "{:,.0f}", lower_is_better=False),
@@ -79,10 +86,15 @@ class PymqSyncMasterPut(PymqPutMessage):
         catch = catch_up(os.path.join(self.path, "alone"), total)["rate"]
         loop = loopback_bandwidth(total, pymq.StoreConfig().ha_transfer_batch_size)
         loop_32k = loopback_bandwidth(total, RMQ_BATCH)
+        scratch = os.path.join(self.path, "fresh-file")
+        fresh = fresh_file_write(scratch, total)
+        stored = loopback_bandwidth(total, pymq.StoreConfig().ha_transfer_batch_size, source=scratch)
+        os.unlink(scratch)
         busy = catch_up(os.path.join(self.path, "producing"), total, producer=True)
         return {"catch_up_mib_s": catch / mib, "loopback_mib_s": loop / mib,
                 "catch_up_ratio": catch / loop,
                 "loopback_32k_mib_s": loop_32k / mib, "catch_up_ratio_32k": catch / loop_32k,
+                "loopback_stored_mib_s": stored / mib, "fresh_write_mib_s": fresh / mib,
                 "catch_up_producing_mib_s": busy["rate"] / mib, "put_alone_msgs_s": busy["put_alone"],
                 "put_during_catch_up_msgs_s": busy["put_during"]}
 
