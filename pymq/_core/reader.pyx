@@ -34,7 +34,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.ref cimport Py_INCREF
-from libc.stdint cimport int32_t, int64_t
+from libc.stdint cimport int32_t, int64_t, uint32_t
 from libc.string cimport memcmp, memcpy
 
 from pymq._core.atomic cimport pymq_load_acquire_ssize
@@ -45,12 +45,47 @@ from pymq._core.hton cimport pymq_get_i16, pymq_get_i32, pymq_get_i64
 from pymq._core.cq_unit cimport CqAppender, lookup_by_time, queue_max_offset
 from pymq._core.mapped_file cimport MappedFile, segment_for
 from pymq._core.message cimport MessageExt
-from pymq._core.read_batch cimport Picked, ReadBatch
+from pymq._core.read_batch cimport Picked, ReadBatch, rows_alloc, rows_free
 from pymq._core.record cimport (DecodeCache, RecordLayout, body_crc32, ext_from_page, next_property,
                                 record_crc_ok,
                                record_layout)
 
 from pymq.status import BoundaryType, GetMessageStatus
+from pymq._core.record import crc32_impl
+
+cdef extern from "pymq_crc_record.h" nogil:
+    bint pymq_crc_record_usable()
+    int pymq_record_crc_check(int fast, const char *rec, Py_ssize_t total, int prop_crc, Py_ssize_t body_pos,
+                              Py_ssize_t body_len)
+    uint32_t pymq_crc_record_fast(const unsigned char *p, size_t n)
+
+# the CRC check on read folds a short record four chunks at a time (``src/pymq_crc_record.h``)
+# where pymq_crc32 runs its VPCLMULQDQ path (not when PYMQ_CRC32_IMPL caps it below)
+cdef int _crc_fast = pymq_crc_record_usable() and crc32_impl() == "vpclmulqdq-avx512"
+
+
+cdef inline bint _crc_ok(const char *rec, const RecordLayout *lay, Py_ssize_t total) noexcept nogil:
+    """``record_crc_ok``, the short records through the fast fold."""
+    cdef int ok = pymq_record_crc_check(_crc_fast, rec, total, lay.prop_crc, lay.body_pos, lay.body_len)
+    return record_crc_ok(rec, lay, total) if ok < 0 else ok
+
+
+def _use_crc_fast(bint on) -> bool:
+    """Whether the CRC check on read takes the fast fold (when it can): for tests and
+    measurements. Returns the setting before."""
+    global _crc_fast
+    before = bool(_crc_fast)
+    _crc_fast = on and pymq_crc_record_usable() and crc32_impl() == "vpclmulqdq-avx512"
+    return before
+
+
+def _record_crc32(data) -> int:
+    """The fast fold's CRC-32 of ``data`` (17..272 bytes), or -1 where it does not run
+    (for tests: it must equal ``zlib.crc32``)."""
+    cdef const unsigned char[::1] view = memoryview(data).cast("B")
+    if not _crc_fast or not 16 < view.shape[0] <= 272:
+        return -1
+    return pymq_crc_record_fast(&view[0], view.shape[0])
 
 cdef enum:
     PICKED_ON_STACK = 64
@@ -297,7 +332,7 @@ cdef class QueueReader:
         r = GetMessageResult.__new__(GetMessageResult)
         r.min_offset = min_o
         r.max_offset = max_o
-        r.messages = []
+        r.messages = [] if batch is None else None      # a batch keeps its own
         r.buffers = [] if raw else None
         r.raw_count = 0
         if max_o == 0:
@@ -422,8 +457,9 @@ cdef class QueueReader:
         cdef Py_ssize_t run_start = 0, run_end = 0
         cdef long long index
         cdef bint bad
-        cdef list held = None                   # batch: the segments the picked records lie in
+        cdef MappedFile held_first = None       # batch: the segments the picked records lie in
         cdef MappedFile held_last = None
+        cdef list held_more = None
         self.ev_count = 0
         self.bad_index = -1
         if not cl_files:
@@ -435,12 +471,12 @@ cdef class QueueReader:
             cl_min = (<MappedFile>cl_files[0]).file_from_offset
         # a page holds at most max_msgs messages and never more than a batch-full count
         cap = min(max_msgs, max(self.max_count_memory, self.max_count_disk, 1))
-        if cap > PICKED_ON_STACK or batch is not None:
-            picked = <Picked *>PyMem_Malloc(cap * sizeof(Picked))     # a batch keeps it
+        if batch is not None:
+            picked = rows_alloc(cap)            # the batch keeps it
+        elif cap > PICKED_ON_STACK:
+            picked = <Picked *>PyMem_Malloc(cap * sizeof(Picked))
             if picked == NULL:
                 raise MemoryError()
-            if batch is not None:
-                held = []
         try:
             limit = pymq_load_acquire_ssize(&cq.wrote)     # entries below it are whole
             if limit - start > max_scan:
@@ -506,7 +542,7 @@ cdef class QueueReader:
                     self._event(EV_BAD, index, offset_py)
                     pos += CQ_STORE_UNIT_SIZE
                     continue
-                if self.check_crc and not raw and not record_crc_ok(seg.base + rpos, &lay, size_py):
+                if self.check_crc and not raw and not _crc_ok(seg.base + rpos, &lay, size_py):
                     self._event(EV_CRC, index, offset_py)     # altered: never returned
                     pos += CQ_STORE_UNIT_SIZE
                     continue
@@ -527,8 +563,13 @@ cdef class QueueReader:
                     picked[count].lay = lay
                     picked[count].queue_offset = index
                     picked[count].tags_code = tags_code
-                    if held is not None and seg is not held_last:
-                        held.append(seg)            # segments come in order: each once
+                    if batch is not None and seg is not held_last:
+                        if held_first is None:      # segments come in order: each once
+                            held_first = seg
+                        elif held_more is None:
+                            held_more = [seg]
+                        else:
+                            held_more.append(seg)
                         held_last = seg
                 last_offset = offset_py
                 buffer_total += size_py
@@ -550,7 +591,7 @@ cdef class QueueReader:
                 # their segments (no Python code ran since they were read)
                 r.raw_count = count
                 if count:
-                    batch.take(picked, count, held)
+                    batch.take(picked, cap, count, held_first, held_more)
                     picked = picked_stack
             elif count:
                 # 2. one copy of the picked records, then the messages over it
@@ -577,7 +618,10 @@ cdef class QueueReader:
                 r.suggest_pulling_from_slave = max_phy - last_offset > self.memory_window
         finally:
             if picked != picked_stack:
-                PyMem_Free(picked)
+                if batch is not None:
+                    rows_free(picked, cap)
+                else:
+                    PyMem_Free(picked)
         return 0
 
     def get_offset_in_queue_by_time(self, str topic not None, queue_id, long long timestamp,
