@@ -38,6 +38,18 @@ cdef class BodyView:
     cdef int _check(self) except -1
 
 
+cdef class Bodies:
+    cdef SegmentHold hold           # None for an empty batch
+
+    cdef int _check(self) except -1
+
+
+cdef class BodiesIter:
+    cdef SegmentHold hold
+    cdef Py_ssize_t i, count
+    cdef BodyView ring0, ring1      # the last two views yielded (even, odd positions)
+
+
 cdef class ReadBatch:
     cdef readonly object status
     cdef readonly long long next_begin_offset
@@ -48,7 +60,7 @@ cdef class ReadBatch:
     cdef readonly int damaged
     cdef SegmentHold hold           # None for an empty batch
     cdef Py_ssize_t count
-    cdef list _bodies
+    cdef Bodies _bodies
     cdef bint _released
 
     cdef int take(self, Picked *rows, Py_ssize_t cap, Py_ssize_t count, MappedFile first, list more) except -1
