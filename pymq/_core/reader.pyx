@@ -442,7 +442,8 @@ cdef class QueueReader:
         cdef DecodeCache cache
         cdef const char *base = cq.base
         cdef object status = NO_MATCHED_MESSAGE
-        cdef RecordLayout lay
+        cdef RecordLayout *lp
+        cdef bint check_crc = self.check_crc and not raw
         cdef bytes topic_b = _utf8(topic)
         cdef const char *topic_raw = topic_b
         cdef Py_ssize_t topic_len = len(topic_b)
@@ -529,12 +530,13 @@ cdef class QueueReader:
                     # PHYSICALOFFSET is where it lies), and the entry's queue, offset and topic
                     # (an LMQ entry points at a record filed under its parent queue)
                     rec = seg.base + rpos
-                    bad = (record_layout(rec, size_py, &lay) != size_py
+                    lp = &picked[count].lay     # the layout lands where a pick keeps it
+                    bad = (record_layout(rec, size_py, lp) != size_py
                            or pymq_get_i64(rec + 28) != offset_py
                            or not lmq and (pymq_get_i32(rec + 12) != queue_id
                                            or pymq_get_i64(rec + 20) != index
-                                           or lay.topic_len != topic_len
-                                           or memcmp(rec + lay.topic_pos, topic_raw, topic_len) != 0))
+                                           or lp.topic_len != topic_len
+                                           or memcmp(rec + lp.topic_pos, topic_raw, topic_len) != 0))
                 if bad:
                     if may_repair and self.bad_index < 0:
                         self.bad_index = index      # stop here; the queue is rebuilt, then read on
@@ -542,7 +544,7 @@ cdef class QueueReader:
                     self._event(EV_BAD, index, offset_py)
                     pos += CQ_STORE_UNIT_SIZE
                     continue
-                if self.check_crc and not raw and not _crc_ok(seg.base + rpos, &lay, size_py):
+                if check_crc and not _crc_ok(seg.base + rpos, lp, size_py):
                     self._event(EV_CRC, index, offset_py)     # altered: never returned
                     pos += CQ_STORE_UNIT_SIZE
                     continue
@@ -560,7 +562,6 @@ cdef class QueueReader:
                 else:
                     picked[count].src = seg.base + rpos
                     picked[count].size = size_py
-                    picked[count].lay = lay
                     picked[count].queue_offset = index
                     picked[count].tags_code = tags_code
                     if batch is not None and seg is not held_last:
