@@ -125,13 +125,13 @@ static inline int pymq_crc_record_usable(void) { return 0; }
  * check it (fast is 0, or the covered bytes are not 17..PYMQ_CRC_RECORD_MAX). prop_crc:
  * the record ends with its own CRC entry, which covers every byte before it; else its
  * BODYCRC covers the body (body_pos, body_len). */
-static inline int pymq_record_crc_check(int fast, const char *rec, Py_ssize_t total, int prop_crc,
-                                        Py_ssize_t body_pos, Py_ssize_t body_len)
+static inline int pymq_record_crc_check(int fast, const char *rec, ptrdiff_t total, int prop_crc,
+                                        ptrdiff_t body_pos, ptrdiff_t body_len)
 {
     if (!fast)
         return -1;
     if (prop_crc) {
-        Py_ssize_t n = total - 20;      /* the entry: "__CRC32#" \x01, ten digits, \x02 */
+        ptrdiff_t n = total - 20;      /* the entry: "__CRC32#" \x01, ten digits, \x02 */
         int64_t v;
         if (n <= 16 || n > PYMQ_CRC_RECORD_MAX)
             return -1;
