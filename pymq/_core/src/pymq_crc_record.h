@@ -8,7 +8,8 @@
  * reduction; see pymq_crc32.c and ci/gen_crc32_constants.py for the constants), with
  * VPCLMULQDQ on 512-bit registers, masked loads for a partial group (nothing is read
  * outside [p, p + len)), and the four distances of a group loaded at once from a table in
- * descending order. About 45 instructions for 170 bytes.
+ * descending order. About 45 instructions for 170 bytes: 7.8 ns a record in a C loop on
+ * the 2-vCPU EPYC test VM, against 14.8 ns through pymq_crc32.
  *
  * pymq_crc_record_fast(p, len) needs VPCLMULQDQ + AVX-512F (the caller checks, once:
  * pymq_crc_record_usable()) and 16 < len <= PYMQ_CRC_RECORD_MAX; the reader falls back to
