@@ -5,11 +5,13 @@
 limits, tag filter and CRC check on read) and, instead of copying the picked records and
 making a ``MessageExt`` of each, keeps where they lie: a ``ReadBatch``.
 
-- ``bodies``: a list of ``BodyView`` objects, one per message, each the body inside the
-  mapped segment (no copy): read-only bytes through the buffer protocol, with ``len``,
-  indexing, slicing (a ``memoryview``) and ``==`` as a memoryview has. Made on first
-  access, one freelisted object per body (a ``memoryview`` costs a managed buffer and a
-  view, two garbage-collected objects: about five times as much).
+- ``bodies``: a ``Bodies`` sequence of ``BodyView`` objects, one per message, each the
+  body inside the mapped segment (no copy): read-only bytes through the buffer protocol,
+  with ``len``, indexing, slicing (a ``memoryview``) and ``==`` as a memoryview has. A
+  ``BodyView`` is one freelisted object (a ``memoryview`` costs a managed buffer and a
+  view, two garbage-collected objects: about five times as much), and iterating the
+  bodies makes two of them in all when the loop lets each go before the next: a view
+  nobody else refers to is set to the next body.
 - columns, as ``memoryview`` objects over C arrays (NumPy takes them with
   ``numpy.frombuffer``): ``queue_offsets``, ``commitlog_offsets``, ``store_timestamps``,
   ``tags_codes`` (int64, the consume-queue entries' tag hash codes), ``store_sizes`` and
@@ -32,8 +34,8 @@ cimport cython
 from cpython.buffer cimport PyBuffer_FillInfo
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.list cimport PyList_New, PyList_SET_ITEM
-from cpython.mem cimport PyMem_Free
-from cpython.ref cimport Py_INCREF
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
+from cpython.ref cimport Py_INCREF, Py_REFCNT
 from libc.stdint cimport int32_t, int64_t
 from libc.string cimport memcmp, memcpy
 
@@ -47,27 +49,65 @@ from pymq._core.hton cimport pymq_get_i64
 cdef char EMPTY[1]
 
 
+# The rows of a batch: a pull of the usual size takes its array from a few kept ones
+# instead of malloc (about 600 instructions a pull: 32 rows are above PyMem's small sizes).
+# Only touched with the GIL held.
+cdef enum:
+    ROWS_KEPT_CAP = 32              # the capacity of a kept array (a pull of the default size)
+    ROWS_KEPT = 8                   # how many are kept
+cdef Picked *_rows_kept[ROWS_KEPT]
+cdef int _rows_kept_n = 0
+
+
+cdef Picked *rows_alloc(Py_ssize_t cap) except NULL:
+    """An array of at least ``cap`` rows (``rows_free`` gives it back)."""
+    global _rows_kept_n
+    cdef Picked *rows
+    if cap <= ROWS_KEPT_CAP and _rows_kept_n:
+        _rows_kept_n -= 1
+        return _rows_kept[_rows_kept_n]
+    rows = <Picked *>PyMem_Malloc(max(cap, <Py_ssize_t>ROWS_KEPT_CAP) * sizeof(Picked))
+    if rows == NULL:
+        raise MemoryError()
+    return rows
+
+
+cdef void rows_free(Picked *rows, Py_ssize_t cap) noexcept:
+    global _rows_kept_n
+    if rows == NULL:
+        return
+    if cap <= ROWS_KEPT_CAP and _rows_kept_n < ROWS_KEPT:
+        _rows_kept[_rows_kept_n] = rows
+        _rows_kept_n += 1
+    else:
+        PyMem_Free(rows)
+
+
 @cython.final
 @cython.no_gc
+@cython.freelist(16)
 cdef class SegmentHold:
     """The pins of a batch's segments: held until the batch is released and no buffer
     exported from its bodies is left (a memoryview, a NumPy array made from one)."""
 
     def __dealloc__(self):
-        cdef MappedFile mf
-        if self.segments is not None:
-            for mf in self.segments:
-                mf.unpin()
-            self.segments = None
-        PyMem_Free(self.rows)
+        self._unpin()
+        rows_free(self.rows, self.cap)
         self.rows = NULL
 
-    cdef int unpin_if_done(self) except -1:
+    cdef void _unpin(self) noexcept:
         cdef MappedFile mf
-        if self.released and self.exports == 0 and self.segments is not None:
-            segments, self.segments = self.segments, None
-            for mf in segments:
+        if self.first is not None:
+            mf, self.first = self.first, None
+            mf.unpin()
+        if self.more is not None:
+            for mf in self.more:
                 mf.unpin()
+            self.more = None
+
+    cdef int unpin_if_done(self) except -1:
+        if self.released and self.exports == 0:
+            self._unpin()
         return 0
 
 
@@ -151,11 +191,108 @@ cdef class BodyView:
         return f"<BodyView of {self.size} bytes{' (released)' if self.hold.released else ''}>"
 
 
+cdef inline BodyView _new_view(SegmentHold hold, const Picked *row):
+    cdef BodyView v = BodyView.__new__(BodyView)
+    v.hold = hold
+    v.ptr = row.src + row.lay.body_pos
+    v.size = row.lay.body_len
+    return v
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(8)
+cdef class Bodies:
+    """A batch's bodies, in queue order: a sequence of ``BodyView`` objects (``len``,
+    indexing, slicing to a list, ``==`` against a list of bytes-like objects).
+
+    Iterating makes no list and, at most, two views: a view the loop has let go of (no
+    reference to it is left but the iterator's) is set to the next body instead of a new
+    one being made; a view kept (in a list, a variable, a buffer exported from it) stays
+    as it is. Indexing makes a new view each time."""
+
+    def __len__(self):
+        return self.hold.count if self.hold is not None else 0
+
+    cdef int _check(self) except -1:
+        if self.hold is not None and self.hold.released:
+            raise ValueError("the ReadBatch of these bodies was released")
+        return 0
+
+    def __iter__(self):
+        cdef BodiesIter it = BodiesIter.__new__(BodiesIter)
+        self._check()
+        it.hold = self.hold
+        it.count = self.hold.count if self.hold is not None else 0
+        return it
+
+    def __getitem__(self, key):
+        cdef Py_ssize_t i, n = len(self)
+        self._check()
+        if isinstance(key, slice):
+            return [_new_view(self.hold, &self.hold.rows[i]) for i in range(*key.indices(n))]
+        i = key
+        if i < 0:
+            i += n
+        if i < 0 or i >= n:
+            raise IndexError("body index out of range")
+        return _new_view(self.hold, &self.hold.rows[i])
+
+    def __eq__(self, other):
+        if isinstance(other, (Bodies, list, tuple)):
+            return len(self) == len(other) and list(self) == list(other)
+        return NotImplemented
+
+    def __ne__(self, other):
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    __hash__ = None
+
+    def __repr__(self):
+        return f"<Bodies of {len(self)} messages>"
+
+
+@cython.final
+@cython.no_gc
+@cython.freelist(8)
+cdef class BodiesIter:
+    """Iterates a batch's bodies, recycling views nobody holds (``Bodies``)."""
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        cdef BodyView v
+        cdef const Picked *row
+        cdef Py_ssize_t i = self.i
+        if i >= self.count:
+            raise StopIteration
+        if self.hold.released:
+            raise ValueError("the ReadBatch of these bodies was released")
+        row = &self.hold.rows[i]
+        self.i = i + 1
+        # the view yielded two steps ago: a loop's variable holds only the last one
+        v = self.ring1 if i & 1 else self.ring0
+        if v is not None and Py_REFCNT(v) == 2:         # ours and ``v``'s
+            v.ptr = row.src + row.lay.body_pos
+            v.size = row.lay.body_len
+            return v
+        v = _new_view(self.hold, row)
+        if i & 1:
+            self.ring1 = v
+        else:
+            self.ring0 = v
+        return v
+
+
 cdef object _int64_column(const int64_t *values, Py_ssize_t n):
     return memoryview(PyBytes_FromStringAndSize(<const char *>values, n * 8)).cast("q")
 
 
 @cython.final
+@cython.no_gc                   # refers to no object that could refer back to it
+@cython.freelist(8)
 cdef class ReadBatch:
     """Messages of one queue read in place (``MessageStore.read_batch``); see the module."""
 
@@ -169,7 +306,7 @@ cdef class ReadBatch:
         return self
 
     def __exit__(self, exc_type, exc, tb):
-        self.release()
+        self._release()
 
     @property
     def released(self):
@@ -178,23 +315,32 @@ cdef class ReadBatch:
     def release(self):
         """End the batch: its accessors and its bodies raise ``ValueError`` from now on, and
         its segments are unpinned (once no buffer exported from a body is left)."""
+        self._release()
+
+    cdef int _release(self) except -1:
         if self._released:
-            return
+            return 0
         self._released = True
         self._bodies = None
         if self.hold is not None:
             self.hold.released = True
             self.hold.unpin_if_done()
+        return 0
 
-    cdef int take(self, Picked *rows, Py_ssize_t count, list segments) except -1:
-        """Own ``rows`` (``count`` records lying in ``segments``, which this pins)."""
+    cdef int take(self, Picked *rows, Py_ssize_t cap, Py_ssize_t count, MappedFile first, list more) except -1:
+        """Own ``rows`` (``rows_alloc(cap)``: ``count`` records lying in ``first`` and, if
+        not None, the segments in ``more``, which this pins)."""
         cdef SegmentHold hold = SegmentHold.__new__(SegmentHold)
         cdef MappedFile mf
         hold.rows = rows
+        hold.cap = cap
         hold.count = count
-        for mf in segments:
-            mf._pins += 1               # held mapped (no Python runs between the scan and here)
-        hold.segments = segments
+        first._pins += 1                # held mapped (no Python runs between the scan and here)
+        hold.first = first
+        if more is not None:
+            for mf in more:
+                mf._pins += 1
+            hold.more = more
         self.hold = hold
         self.count = count
         return 0
@@ -216,25 +362,15 @@ cdef class ReadBatch:
 
     @property
     def bodies(self):
-        """The bodies, in queue order: ``BodyView`` objects over the mapped log (no copy)."""
-        cdef Py_ssize_t i
-        cdef list out
-        cdef BodyView v
-        cdef Picked *row
+        """The bodies, in queue order: ``BodyView`` objects over the mapped log (no copy),
+        as a ``Bodies`` sequence."""
+        cdef Bodies out
         self._check()
-        if self._bodies is not None:
-            return self._bodies
-        out = PyList_New(self.count)
-        for i in range(self.count):
-            row = &self.hold.rows[i]
-            v = BodyView.__new__(BodyView)
-            v.hold = self.hold
-            v.ptr = row.src + row.lay.body_pos
-            v.size = row.lay.body_len
-            Py_INCREF(v)
-            PyList_SET_ITEM(out, i, v)
-        self._bodies = out
-        return out
+        if self._bodies is None:
+            out = Bodies.__new__(Bodies)
+            out.hold = self.hold
+            self._bodies = out
+        return self._bodies
 
     cdef object _column(self, int which):
         cdef Py_ssize_t i, n = self.count

@@ -34,7 +34,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.ref cimport Py_INCREF
-from libc.stdint cimport int32_t, int64_t
+from libc.stdint cimport int32_t, int64_t, uint32_t
 from libc.string cimport memcmp, memcpy
 
 from pymq._core.atomic cimport pymq_load_acquire_ssize
@@ -45,14 +45,54 @@ from pymq._core.hton cimport pymq_get_i16, pymq_get_i32, pymq_get_i64
 from pymq._core.cq_unit cimport CqAppender, lookup_by_time, queue_max_offset
 from pymq._core.mapped_file cimport MappedFile, segment_for
 from pymq._core.message cimport MessageExt
-from pymq._core.read_batch cimport Picked, ReadBatch
+from pymq._core.read_batch cimport Picked, ReadBatch, rows_alloc, rows_free
 from pymq._core.record cimport (DecodeCache, RecordLayout, body_crc32, ext_from_page, next_property,
                                 record_crc_ok,
                                record_layout)
 
 from pymq.status import BoundaryType, GetMessageStatus
+from pymq._core.record import crc32_impl
+
+cdef extern from "pymq_crc_record.h" nogil:
+    bint pymq_crc_record_usable()
+    int pymq_record_crc_check(int fast, const char *rec, Py_ssize_t total, int prop_crc, Py_ssize_t body_pos,
+                              Py_ssize_t body_len)
+    uint32_t pymq_crc_record_fast(const unsigned char *p, size_t n)
+
+# the CRC check on read folds a short record four chunks at a time (``src/pymq_crc_record.h``)
+# where pymq_crc32 runs its VPCLMULQDQ path (not when PYMQ_CRC32_IMPL caps it below)
+cdef int _crc_fast = pymq_crc_record_usable() and crc32_impl() == "vpclmulqdq-avx512"
+
+
+cdef inline bint _crc_ok(const char *rec, const RecordLayout *lay, Py_ssize_t total) noexcept nogil:
+    """``record_crc_ok``, the short records through the fast fold."""
+    cdef int ok = pymq_record_crc_check(_crc_fast, rec, total, lay.prop_crc, lay.body_pos, lay.body_len)
+    return record_crc_ok(rec, lay, total) if ok < 0 else ok
+
+
+def _use_crc_fast(bint on) -> bool:
+    """Whether the CRC check on read takes the fast fold (when it can): for tests and
+    measurements. Returns the setting before."""
+    global _crc_fast
+    before = bool(_crc_fast)
+    _crc_fast = on and pymq_crc_record_usable() and crc32_impl() == "vpclmulqdq-avx512"
+    return before
+
+
+def _record_crc32(data) -> int:
+    """The fast fold's CRC-32 of ``data`` (17..272 bytes), or -1 where it does not run
+    (for tests: it must equal ``zlib.crc32``)."""
+    cdef const unsigned char[::1] view = memoryview(data).cast("B")
+    if not _crc_fast or not 16 < view.shape[0] <= 272:
+        return -1
+    return pymq_crc_record_fast(&view[0], view.shape[0])
+
+cdef extern from *:
+    void __builtin_prefetch(const void *p) nogil
 
 cdef enum:
+    PREFETCH_AHEAD = 8              # entries: the record prefetched while this one is checked
+    PREFETCH_BYTES = 256            # of it (a longer record: the hardware prefetcher follows)
     PICKED_ON_STACK = 64
     MAX_EVENTS = 16             # damage met by one pull, reported after it (more are counted)
     EV_LOST = 1                 # the entry's record is gone (a lost-entry marker, a hole)
@@ -93,6 +133,22 @@ cdef object OFFSET_OVERFLOW_BADLY = GetMessageStatus.OFFSET_OVERFLOW_BADLY
 cdef object OFFSET_FOUND_NULL = GetMessageStatus.OFFSET_FOUND_NULL
 cdef object UPPER = BoundaryType.UPPER
 cdef object LOWER = BoundaryType.LOWER
+
+
+cdef inline void _prefetch(const char *cq, Py_ssize_t pos, Py_ssize_t end, MappedFile seg,
+                           long long seg_from) noexcept:
+    """Prefetch the first ``PREFETCH_BYTES`` of the records of the entries in
+    ``cq[pos:end]`` that lie in ``seg``."""
+    cdef long long at
+    cdef Py_ssize_t b
+    while pos < end:
+        at = pymq_get_i64(cq + pos) - seg_from
+        if 0 <= at < seg.wrote:
+            b = 0
+            while b < PREFETCH_BYTES and at + b < seg.wrote:
+                __builtin_prefetch(seg.base + at + b)
+                b += 64
+        pos += CQ_STORE_UNIT_SIZE
 
 
 cdef bint _tags_match(const char *rec, Py_ssize_t size, tuple names):
@@ -297,7 +353,7 @@ cdef class QueueReader:
         r = GetMessageResult.__new__(GetMessageResult)
         r.min_offset = min_o
         r.max_offset = max_o
-        r.messages = []
+        r.messages = [] if batch is None else None      # a batch keeps its own
         r.buffers = [] if raw else None
         r.raw_count = 0
         if max_o == 0:
@@ -407,7 +463,8 @@ cdef class QueueReader:
         cdef DecodeCache cache
         cdef const char *base = cq.base
         cdef object status = NO_MATCHED_MESSAGE
-        cdef RecordLayout lay
+        cdef RecordLayout *lp
+        cdef bint check_crc = self.check_crc and not raw
         cdef bytes topic_b = _utf8(topic)
         cdef const char *topic_raw = topic_b
         cdef Py_ssize_t topic_len = len(topic_b)
@@ -422,8 +479,9 @@ cdef class QueueReader:
         cdef Py_ssize_t run_start = 0, run_end = 0
         cdef long long index
         cdef bint bad
-        cdef list held = None                   # batch: the segments the picked records lie in
+        cdef MappedFile held_first = None       # batch: the segments the picked records lie in
         cdef MappedFile held_last = None
+        cdef list held_more = None
         self.ev_count = 0
         self.bad_index = -1
         if not cl_files:
@@ -435,12 +493,12 @@ cdef class QueueReader:
             cl_min = (<MappedFile>cl_files[0]).file_from_offset
         # a page holds at most max_msgs messages and never more than a batch-full count
         cap = min(max_msgs, max(self.max_count_memory, self.max_count_disk, 1))
-        if cap > PICKED_ON_STACK or batch is not None:
-            picked = <Picked *>PyMem_Malloc(cap * sizeof(Picked))     # a batch keeps it
+        if batch is not None:
+            picked = rows_alloc(cap)            # the batch keeps it
+        elif cap > PICKED_ON_STACK:
+            picked = <Picked *>PyMem_Malloc(cap * sizeof(Picked))
             if picked == NULL:
                 raise MemoryError()
-            if batch is not None:
-                held = []
         try:
             limit = pymq_load_acquire_ssize(&cq.wrote)     # entries below it are whole
             if limit - start > max_scan:
@@ -483,6 +541,11 @@ cdef class QueueReader:
                     seg = segment_for(cl_files, offset_py, cl_fs)
                     seg_from = seg.file_from_offset if seg is not None else -1
                 rpos = <Py_ssize_t>(offset_py - seg_from) if seg is not None else -1
+                if seg is not None:
+                    # records a few entries on, into the cache while this one is checked
+                    # (the scan otherwise waits for each record's lines: ~10 ns a message)
+                    _prefetch(base, pos + (CQ_STORE_UNIT_SIZE if pos == start else PREFETCH_AHEAD * CQ_STORE_UNIT_SIZE),
+                              min(limit, pos + (PREFETCH_AHEAD + 1) * CQ_STORE_UNIT_SIZE), seg, seg_from)
                 if seg is None or seg.base == NULL or size_py <= 0 or rpos + size_py > seg.wrote:
                     if (self.follower and size_py > 0 and offset_py >= max_phy
                             and offset_py < max_phy + 2 * cl_fs):
@@ -493,12 +556,13 @@ cdef class QueueReader:
                     # PHYSICALOFFSET is where it lies), and the entry's queue, offset and topic
                     # (an LMQ entry points at a record filed under its parent queue)
                     rec = seg.base + rpos
-                    bad = (record_layout(rec, size_py, &lay) != size_py
+                    lp = &picked[count].lay     # the layout lands where a pick keeps it
+                    bad = (record_layout(rec, size_py, lp) != size_py
                            or pymq_get_i64(rec + 28) != offset_py
                            or not lmq and (pymq_get_i32(rec + 12) != queue_id
                                            or pymq_get_i64(rec + 20) != index
-                                           or lay.topic_len != topic_len
-                                           or memcmp(rec + lay.topic_pos, topic_raw, topic_len) != 0))
+                                           or lp.topic_len != topic_len
+                                           or memcmp(rec + lp.topic_pos, topic_raw, topic_len) != 0))
                 if bad:
                     if may_repair and self.bad_index < 0:
                         self.bad_index = index      # stop here; the queue is rebuilt, then read on
@@ -506,7 +570,7 @@ cdef class QueueReader:
                     self._event(EV_BAD, index, offset_py)
                     pos += CQ_STORE_UNIT_SIZE
                     continue
-                if self.check_crc and not raw and not record_crc_ok(seg.base + rpos, &lay, size_py):
+                if check_crc and not _crc_ok(seg.base + rpos, lp, size_py):
                     self._event(EV_CRC, index, offset_py)     # altered: never returned
                     pos += CQ_STORE_UNIT_SIZE
                     continue
@@ -524,11 +588,15 @@ cdef class QueueReader:
                 else:
                     picked[count].src = seg.base + rpos
                     picked[count].size = size_py
-                    picked[count].lay = lay
                     picked[count].queue_offset = index
                     picked[count].tags_code = tags_code
-                    if held is not None and seg is not held_last:
-                        held.append(seg)            # segments come in order: each once
+                    if batch is not None and seg is not held_last:
+                        if held_first is None:      # segments come in order: each once
+                            held_first = seg
+                        elif held_more is None:
+                            held_more = [seg]
+                        else:
+                            held_more.append(seg)
                         held_last = seg
                 last_offset = offset_py
                 buffer_total += size_py
@@ -550,7 +618,7 @@ cdef class QueueReader:
                 # their segments (no Python code ran since they were read)
                 r.raw_count = count
                 if count:
-                    batch.take(picked, count, held)
+                    batch.take(picked, cap, count, held_first, held_more)
                     picked = picked_stack
             elif count:
                 # 2. one copy of the picked records, then the messages over it
@@ -577,7 +645,10 @@ cdef class QueueReader:
                 r.suggest_pulling_from_slave = max_phy - last_offset > self.memory_window
         finally:
             if picked != picked_stack:
-                PyMem_Free(picked)
+                if batch is not None:
+                    rows_free(picked, cap)
+                else:
+                    PyMem_Free(picked)
         return 0
 
     def get_offset_in_queue_by_time(self, str topic not None, queue_id, long long timestamp,

@@ -1,5 +1,12 @@
-from libc.stdint cimport int32_t, int64_t, uint32_t
+from libc.stdint cimport int8_t, int32_t, int64_t, uint32_t
 from libc.string cimport memchr
+
+from pymq._core.clayout cimport (BLANK_MAGIC_CODE, BORNHOST_V6_FLAG, IPV4_HOST_LENGTH, IPV6_HOST_LENGTH,
+                                 MESSAGE_MAGIC_CODE, STOREHOSTADDRESS_V6_FLAG)
+from pymq._core.hton cimport pymq_get_i16, pymq_get_i32, pymq_get_i64
+
+cdef extern from "pymq_crc_entry.h" nogil:
+    bint pymq_is_crc_head(const char *p)
 
 from pymq._core.message cimport MessageExt
 from pymq._core.mapped_file cimport MappedFile
@@ -59,11 +66,64 @@ cdef struct RecordLayout:
     bint prop_crc                  # the properties end with the record's CRC (``__CRC32#``)
 
 
-cdef Py_ssize_t record_layout(const char *rec, Py_ssize_t avail, RecordLayout *out) noexcept nogil
 cdef bint record_crc_ok(const char *rec, const RecordLayout *lay, Py_ssize_t total) noexcept nogil
 cdef void write_prop_crc(char *rec, Py_ssize_t total) noexcept nogil
 cdef enum:
     PROP_CRC_LEN = 20              # "__CRC32#" \x01 ten digits \x02
+
+
+cdef inline Py_ssize_t record_layout(const char *rec, Py_ssize_t avail, RecordLayout *out) noexcept nogil:
+    """Validate the record at ``rec`` as ``checkMessageAndReturnSize`` does (magic, sizes,
+    every length inside the record, total == calMsgLength) and say where its variable
+    fields are. Returns its size (> 0), 0 at an end-of-file blank, -1 when the bytes are
+    not a whole, consistent record. Reads nothing beyond ``avail``.
+
+    Inline (here, not in record.pyx): a pull runs it once per record, and the reader's scan
+    keeps its fields in registers instead of calling across modules."""
+    cdef int32_t total, magic, sys_flag
+    cdef int64_t queue_offset
+    cdef Py_ssize_t pos
+    if avail < 8:
+        return -1
+    total = pymq_get_i32(rec)
+    magic = pymq_get_i32(rec + 4)
+    if magic != MESSAGE_MAGIC_CODE:
+        if magic == BLANK_MAGIC_CODE:
+            return 0 if 8 <= total <= avail else -1
+        return -1
+    if total < 91 or total > avail:
+        return -1
+    # a queue id or queue offset no writer produces is damage (they name consume-queue files;
+    # 2**50 messages in one queue is taken as the most a real one holds)
+    queue_offset = pymq_get_i64(rec + 20)
+    if pymq_get_i32(rec + 12) < 0 or queue_offset < 0 or queue_offset > (<int64_t>1 << 50):
+        return -1
+    sys_flag = pymq_get_i32(rec + 36)
+    out.sys_flag = sys_flag
+    pos = 48 + (IPV6_HOST_LENGTH if sys_flag & BORNHOST_V6_FLAG else IPV4_HOST_LENGTH)
+    out.store_timestamp = pymq_get_i64(rec + pos)
+    pos += 8 + (IPV6_HOST_LENGTH if sys_flag & STOREHOSTADDRESS_V6_FLAG else IPV4_HOST_LENGTH) + 12
+    if pos + 4 > total:
+        return -1
+    out.body_len = pymq_get_i32(rec + pos)
+    out.body_pos = pos + 4
+    if out.body_len < 0 or out.body_pos + out.body_len + 1 > total:
+        return -1
+    pos = out.body_pos + out.body_len
+    out.topic_len = <int8_t>rec[pos]
+    out.topic_pos = pos + 1
+    if out.topic_len < 0 or out.topic_pos + out.topic_len + 2 > total:
+        return -1
+    pos = out.topic_pos + out.topic_len
+    out.props_len = pymq_get_i16(rec + pos)
+    out.props_pos = pos + 2
+    # the fields tile the record exactly: calMsgLength(sysFlag, body, topic, props) == total
+    if out.props_len < 0 or out.props_pos + out.props_len != total:
+        return -1
+    out.prop_crc = (out.props_len >= PROP_CRC_LEN and rec[total - 1] == 2
+                    and pymq_is_crc_head(rec + total - PROP_CRC_LEN)
+                    and (out.props_len == PROP_CRC_LEN or rec[total - PROP_CRC_LEN - 1] == 2))
+    return total
 
 
 cdef inline Py_ssize_t visible_props_len(const RecordLayout *lay) noexcept nogil:

@@ -68,7 +68,6 @@ cdef extern from "pymq_crc32.h" nogil:
     const char *pymq_crc32_impl()
 
 cdef extern from "pymq_crc_entry.h" nogil:
-    bint pymq_is_crc_head(const char *p)
     int64_t pymq_crc_digits(const char *p)
 
 cdef extern from "pymq_javahash.h" nogil:
@@ -83,8 +82,6 @@ cdef extern from "Python.h":
     Py_UCS4 PyUnicode_READ(int kind, void *data, Py_ssize_t index)
 
 
-# the largest queue offset taken as real (2**50 messages in one queue); beyond is damage
-cdef long long MAX_QUEUE_OFFSET = 1LL << 50
 
 # exported for tests (test_layout compares them with layout.py)
 MESSAGE_MAGIC_CODE_C = MESSAGE_MAGIC_CODE
@@ -475,51 +472,7 @@ def decode_message(data, Py_ssize_t offset=0, bint check_crc=False):
 
 # -- validation without decoding (recovery, dispatch) -----------------------------------------
 
-cdef Py_ssize_t record_layout(const char *rec, Py_ssize_t avail, RecordLayout *out) noexcept nogil:
-    """Validate the record at ``rec`` as ``checkMessageAndReturnSize`` does (magic, sizes,
-    every length inside the record, total == calMsgLength) and say where its variable
-    fields are. Returns its size (> 0), 0 at an end-of-file blank, -1 when the bytes are
-    not a whole, consistent record. Reads nothing beyond ``avail``."""
-    cdef int32_t total, magic, sys_flag
-    cdef Py_ssize_t pos
-    if avail < 8:
-        return -1
-    total = pymq_get_i32(rec)
-    magic = pymq_get_i32(rec + 4)
-    if magic == BLANK_MAGIC_CODE:
-        return 0 if 8 <= total <= avail else -1
-    if magic != MESSAGE_MAGIC_CODE or total < 91 or total > avail:
-        return -1
-    # a queue id or queue offset no writer produces is damage (they name consume-queue files)
-    if pymq_get_i32(rec + 12) < 0 or pymq_get_i64(rec + 20) < 0 or pymq_get_i64(rec + 20) > MAX_QUEUE_OFFSET:
-        return -1
-    sys_flag = pymq_get_i32(rec + 36)
-    out.sys_flag = sys_flag
-    pos = 48 + (IPV6_HOST_LENGTH if sys_flag & BORNHOST_V6_FLAG else IPV4_HOST_LENGTH)
-    out.store_timestamp = pymq_get_i64(rec + pos)
-    pos += 8 + (IPV6_HOST_LENGTH if sys_flag & STOREHOSTADDRESS_V6_FLAG else IPV4_HOST_LENGTH) + 12
-    if pos + 4 > total:
-        return -1
-    out.body_len = pymq_get_i32(rec + pos)
-    out.body_pos = pos + 4
-    if out.body_len < 0 or out.body_pos + out.body_len + 1 > total:
-        return -1
-    pos = out.body_pos + out.body_len
-    out.topic_len = <int8_t>rec[pos]
-    out.topic_pos = pos + 1
-    if out.topic_len < 0 or out.topic_pos + out.topic_len + 2 > total:
-        return -1
-    pos = out.topic_pos + out.topic_len
-    out.props_len = pymq_get_i16(rec + pos)
-    out.props_pos = pos + 2
-    if out.props_len < 0 or out.props_pos + out.props_len > total:
-        return -1
-    if cal_msg_length(sys_flag, out.body_len, out.topic_len, out.props_len) != total:
-        return -1
-    out.prop_crc = (out.props_len >= PROP_CRC_LEN and rec[total - 1] == 2
-                    and pymq_is_crc_head(rec + total - PROP_CRC_LEN)
-                    and (out.props_len == PROP_CRC_LEN or rec[total - PROP_CRC_LEN - 1] == 2))
-    return total
+# ``record_layout``, the acceptance rule of every path, is inline in record.pxd.
 
 
 cdef Py_ssize_t check_record(const char *buf, Py_ssize_t avail, bint check_crc) noexcept nogil:
