@@ -7,6 +7,7 @@ Environment switches:
   PYMQ_SYMBOLS=1   keep symbols and debug info (-g, not stripped) for callgrind / perf
 """
 
+import glob
 import os
 import sys
 
@@ -35,6 +36,7 @@ def ext(name, extra_sources=()):
         f"pymq._core.{name}",
         [f"{CORE}/{name}.pyx", *extra_sources],
         include_dirs=[f"{CORE}/src"],
+        depends=sorted(glob.glob(f"{CORE}/src/*.h")),    # an edited header rebuilds what includes it
         define_macros=MACROS,
         extra_compile_args=CFLAGS,
         extra_link_args=[] if SYMBOLS else ["-s"],
