@@ -409,36 +409,21 @@ cdef class MappedFile:
 
     cpdef int reserve(self, Py_ssize_t upto) except -1:
         """Make sure the disk blocks of bytes ``[0, upto)`` are allocated (sparse files:
-        through the next ``reserve_chunk`` boundary, and ``reserve_ahead`` further when it
-        is set, best effort). Raises ``DiskFullError`` when the disk has no room for
-        ``upto``: the write that asked for it must not happen. The appends call it before
-        each write: it also wakes the thread populating the write window, if one is
-        armed on this file and the writes came near the end of what it populated."""
-        cdef Py_ssize_t want = upto + self.reserve_ahead
-        if want > self.file_size:
-            want = self.file_size
-        if want > self.reserved:
-            if upto > self.reserved:
-                try:
-                    self._reserve_to(want)
-                except (DiskFullError, OSError):
-                    if want <= upto:
-                        raise
-                    self.reserve_ahead = 0          # no room ahead: reserve what the write needs
-                    self._reserve_to(upto)
-            else:
-                try:
-                    self._reserve_to(want)          # only the part ahead is missing
-                except (DiskFullError, OSError):
-                    self.reserve_ahead = 0
+        through the next ``reserve_chunk`` boundary). Raises ``DiskFullError`` when the
+        disk has no room: the write that asked for it must not happen. The appends call
+        it before each write, so it also wakes the thread populating the write window,
+        when one is armed on this file: once the writes come within half a window of
+        what it populated, and when more blocks were reserved (it populates only those)."""
+        if upto > self.reserved:
+            self._reserve_to(upto)
             if self.wake_fd >= 0:
-                self._wake()                        # more of the file may be populated now
-        if upto >= self.wake_at:
+                self._wake()
+        elif upto >= self.wake_at:
             self._wake()
         return 0
 
     cdef int _reserve_to(self, Py_ssize_t upto) except -1:
-        """``reserve``'s allocation: ``[reserved, upto)`` rounded up to ``reserve_chunk``."""
+        """``reserve``'s allocation: ``[reserved, upto)``, to the next ``reserve_chunk`` boundary."""
         cdef int fd, rc
         cdef Py_ssize_t start = self.reserved, end
         cdef bytes bpath
@@ -729,10 +714,9 @@ cdef class MappedFile:
 
     def disarm(self):
         """Stop telling a populating thread about this file's writes (its descriptor is
-        forgotten, reservations stop reaching ahead)."""
+        forgotten)."""
         self.wake_fd = -1
         self.wake_at = PY_SSIZE_T_MAX
-        self.reserve_ahead = 0
 
     def populate_ahead(self, int wake_fd, Py_ssize_t window, int timeout_ms=1000):
         """Keep the pages just ahead of the writes populated for writing, without the GIL.

@@ -14,9 +14,10 @@ of the next segment when it is created, a gigabyte of zeros written back; pymq's
 
 - follows the write position across segment rolls (``segment_created``, called by the
   commit log's queue when it makes the next segment, wakes it), and never populates
-  past the segment's end nor, in a sparse segment, past its reserved blocks (it makes
-  the writer reserve a window ahead, ``MappedFile.reserve_ahead``, best effort: on a
-  full disk only what the write needs is reserved, as before);
+  past the segment's end nor, in a sparse segment, past its reserved blocks (the blocks
+  are reserved as before, ``commitlog_reserve_bytes`` at a time by the writer, which
+  wakes the thread when it reserved more: so the window is also at most what is
+  reserved ahead of the writes, 4 MiB at most by default);
 - writes no byte: a populated page holds what the file held (zeros), and is dirty, so at
   most a window of zeros ahead of the data is written back;
 - costs nothing while the store is idle: the thread sleeps on an eventfd that the
@@ -92,12 +93,10 @@ class PrefaultService:
         self._thread.start()
 
     def segment_created(self, mf: MappedFile) -> None:
-        """The queue made ``mf``, the next segment to write: its reservations reach a
-        window ahead, and the thread moves to it now (called by the writer's roll)."""
-        if self._stopping or self._forked:
-            return
-        mf.reserve_ahead = self.window
-        self._signal(1)
+        """The queue made ``mf``, the next segment to write: the thread moves to it now
+        (called by the writer's roll)."""
+        if not self._stopping and not self._forked:
+            self._signal(1)
 
     def _signal(self, value: int) -> None:
         if self._fd >= 0:
@@ -126,7 +125,6 @@ class PrefaultService:
                     mf = cur
                     self.segment = mf
                     if mf is not None and mf.writable:
-                        mf.reserve_ahead = self.window
                         self.segments_followed += 1
                 if mf is None or mf.closed or mf.is_full() or not mf.writable:
                     if not self._wait():

@@ -68,33 +68,38 @@ def prefault_threads() -> list[threading.Thread]:
 
 
 def test_window_follows_the_writes_and_stays_inside_the_reserved_blocks(tmp_path):
-    size, window = 1024 * KiB, 256 * KiB
-    mf = MappedFile(str(tmp_path / offset_to_file_name(0)), size, create=True, reserve_chunk=64 * KiB)
+    size, window, chunk = 1024 * KiB, 256 * KiB, 64 * KiB
+    mf = MappedFile(str(tmp_path / offset_to_file_name(0)), size, create=True, reserve_chunk=chunk)
     assert not any(resident(mf))
     svc = PrefaultService(OneSegment(mf), window)
     svc.start()
     try:
         # only the first chunk is reserved: populated up to it, not into the hole after it
-        assert wait_for(lambda: mf.populated_to == 64 * KiB)
+        assert wait_for(lambda: mf.populated_to == chunk)
+        time.sleep(0.05)
         pages = resident(mf)
-        assert all(pages[:64 * KiB // PAGE]) and not any(pages[64 * KiB // PAGE:])
-        assert mf.reserve_ahead == window
+        assert all(pages[:chunk // PAGE]) and not any(pages[chunk // PAGE:])
 
-        # the writer's reservation reaches a window ahead and wakes the thread
-        mf.reserve(4096)
-        assert mf.reserved >= 4096 + window
-        assert wait_for(lambda: mf.populated_to == window)
+        # the writer reserves more blocks: that wakes the thread, which populates them
+        mf.wrote_position = 60 * KiB
+        mf.reserve(mf.wrote_position + 8 * KiB)
+        assert mf.reserved == 2 * chunk
+        assert wait_for(lambda: mf.populated_to == 2 * chunk)
+        time.sleep(0.05)
         pages = resident(mf)
-        assert all(pages[:window // PAGE]) and not any(pages[window // PAGE:])
+        assert all(pages[:2 * chunk // PAGE]) and not any(pages[2 * chunk // PAGE:])
 
         # the writer jumps near the end: the window follows it, and stops at the file's end
         mf.wrote_position = 900 * KiB
         mf.reserve(900 * KiB + 100)
+        assert mf.reserved == 960 * KiB
+        assert wait_for(lambda: mf.populated_to == 960 * KiB)
+        mf.reserve(1000 * KiB)
         assert mf.reserved == size
         assert wait_for(lambda: mf.populated_to == size)
         pages = resident(mf)
         assert all(pages[900 * KiB // PAGE:])
-        assert not any(pages[window // PAGE:900 * KiB // PAGE])      # skipped, never written
+        assert not any(pages[2 * chunk // PAGE:900 * KiB // PAGE])      # skipped, never written
     finally:
         svc.shutdown()
     assert not svc.running and not prefault_threads()
