@@ -23,7 +23,8 @@ cdef class MappedFile:
     cdef public bint used                     # read since the map cache's last look (readers set it)
     cdef public object map_cache              # told of each map again and of the close (or None)
     # the write window (pymq.store.prefault_service): pages ahead of the writes populated
-    cdef readonly Py_ssize_t populated_to     # populated for writing up to here (this pass)
+    cdef readonly Py_ssize_t populated_to     # populated for writing up to here
+    cdef readonly Py_ssize_t reserve_ahead    # sparse, while populated: reserve this much early
     cdef int wake_fd                          # eventfd of the populating thread (-1: none)
     cdef Py_ssize_t wake_at                   # tell it once a reservation asks for this much
     cdef object __weakref__

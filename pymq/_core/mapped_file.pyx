@@ -410,12 +410,29 @@ cdef class MappedFile:
     cpdef int reserve(self, Py_ssize_t upto) except -1:
         """Make sure the disk blocks of bytes ``[0, upto)`` are allocated (sparse files:
         through the next ``reserve_chunk`` boundary). Raises ``DiskFullError`` when the
-        disk has no room: the write that asked for it must not happen. The appends call
-        it before each write, so it also wakes the thread populating the write window,
-        when one is armed on this file: once the writes come within half a window of
-        what it populated, and when more blocks were reserved (it populates only those)."""
-        if upto > self.reserved:
-            self._reserve_to(upto)
+        disk has no room: the write that asked for it must not happen.
+
+        The appends call it before each write, so it also serves the thread populating
+        the write window, when one is armed on this file (``populate_ahead``): it wakes
+        the thread once the writes come within half a window of what it populated, and
+        when more blocks were reserved (it populates only reserved blocks); and it
+        reserves the next chunk half a chunk early (``reserve_ahead``), so the thread has
+        reserved pages ahead of the writer when it crosses a chunk boundary. That early
+        part is best effort: if the disk has no room for it, only ``upto`` is reserved
+        (and nothing early any more in this file)."""
+        cdef Py_ssize_t want
+        if upto + self.reserve_ahead > self.reserved:
+            want = upto + self.reserve_ahead
+            if want > self.file_size:
+                want = self.file_size
+            if want > upto:
+                try:
+                    self._reserve_to(want)
+                except OSError:                     # DiskFullError too
+                    self.reserve_ahead = 0
+                    self._reserve_to(upto)
+            else:
+                self._reserve_to(upto)
             if self.wake_fd >= 0:
                 self._wake()
         elif upto >= self.wake_at:
@@ -714,9 +731,10 @@ cdef class MappedFile:
 
     def disarm(self):
         """Stop telling a populating thread about this file's writes (its descriptor is
-        forgotten)."""
+        forgotten) and reserving early for it."""
         self.wake_fd = -1
         self.wake_at = PY_SSIZE_T_MAX
+        self.reserve_ahead = 0
 
     def populate_ahead(self, int wake_fd, Py_ssize_t window, int timeout_ms=1000):
         """Keep the pages just ahead of the writes populated for writing, without the GIL.
@@ -742,7 +760,9 @@ cdef class MappedFile:
             return 0
         self.pin()
         try:
-            self.wake_fd = wake_fd
+            if self.wake_fd != wake_fd:
+                self.wake_fd = wake_fd
+                self.reserve_ahead = self.reserve_chunk // 2
             if self.populated_to < self.wrote:
                 self.populated_to = self.wrote
             with nogil:

@@ -89,6 +89,12 @@ def test_window_follows_the_writes_and_stays_inside_the_reserved_blocks(tmp_path
         pages = resident(mf)
         assert all(pages[:2 * chunk // PAGE]) and not any(pages[2 * chunk // PAGE:])
 
+        # past half the chunk, the writer reserves the next one early (the thread's room)
+        assert mf.reserve_ahead == chunk // 2
+        mf.reserve(2 * chunk - chunk // 4)
+        assert mf.reserved == 3 * chunk
+        assert wait_for(lambda: mf.populated_to == 3 * chunk)
+
         # the writer jumps near the end: the window follows it, and stops at the file's end
         mf.wrote_position = 900 * KiB
         mf.reserve(900 * KiB + 100)
@@ -99,10 +105,10 @@ def test_window_follows_the_writes_and_stays_inside_the_reserved_blocks(tmp_path
         assert wait_for(lambda: mf.populated_to == size)
         pages = resident(mf)
         assert all(pages[900 * KiB // PAGE:])
-        assert not any(pages[2 * chunk // PAGE:900 * KiB // PAGE])      # skipped, never written
+        assert not any(pages[3 * chunk // PAGE:900 * KiB // PAGE])      # skipped, never written
     finally:
         svc.shutdown()
-    assert not svc.running and not prefault_threads()
+    assert not svc.running and not prefault_threads() and mf.reserve_ahead == 0
     with open(mf.file_name, "rb") as f:
         assert f.read() == bytes(size)                     # populating wrote nothing
     mf.close()
