@@ -788,8 +788,10 @@ cdef class MappedFile:
             limit = w + window
             if limit > self.reserved:
                 limit = self.reserved
-            if limit > self.file_size:
-                limit = self.file_size
+            if limit >= self.file_size:
+                limit = self.file_size          # the last page, even if the file ends inside it
+            else:
+                limit = limit // OS_PAGE_SIZE * OS_PAGE_SIZE   # no page reaching past the reserved blocks
             start = (w + OS_PAGE_SIZE - 1) // OS_PAGE_SIZE * OS_PAGE_SIZE  # the writer's page is in
             if start < self.populated_to:
                 start = self.populated_to
