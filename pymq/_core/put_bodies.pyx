@@ -35,7 +35,7 @@ from pymq._core.clayout cimport (BORNHOST_V6_FLAG, END_FILE_MIN_BLANK_LENGTH, MA
 from pymq._core.hton cimport pymq_put_i16, pymq_put_i32, pymq_put_i64
 from pymq._core.mapped_file cimport MappedFile
 from pymq._core.message cimport PropsBuf, props_add_str, props_free, props_init
-from pymq._core.record cimport PROP_CRC_LEN, body_crc32
+from pymq._core.record cimport PROP_CRC_LEN, body_crc32, write_prop_crc
 
 from pymq._core.appender import validate_topic
 from pymq.status import PutMessageStatus
@@ -98,29 +98,6 @@ cdef inline char *_entry(char *q, const char *start, const char *name, const cha
     return q + 5 + n
 
 
-@cython.cdivision(True)
-cdef inline void _put_prop_crc(char *rec, Py_ssize_t total) noexcept nogil:
-    """``write_prop_crc`` of ``record``: the record's last 20 bytes, its ``__CRC32#`` entry
-    (the CRC's decimal digits, least significant first). The digits are computed from two
-    halves of five, each digit on its own, not in one chain of ten divisions (~20 ns a
-    record less: the chain waited on each multiply in turn)."""
-    cdef uint32_t crc = <uint32_t>body_crc32(rec, total - PROP_CRC_LEN)     # masked to 31 bits
-    cdef uint32_t lo = crc % 100000, hi = crc // 100000
-    cdef char *q = rec + total - PROP_CRC_LEN
-    memcpy(q, b"__CRC32#\x01", 9)
-    q[9] = <char>(48 + lo % 10)
-    q[10] = <char>(48 + lo // 10 % 10)
-    q[11] = <char>(48 + lo // 100 % 10)
-    q[12] = <char>(48 + lo // 1000 % 10)
-    q[13] = <char>(48 + lo // 10000)
-    q[14] = <char>(48 + hi % 10)
-    q[15] = <char>(48 + hi // 10 % 10)
-    q[16] = <char>(48 + hi // 100 % 10)
-    q[17] = <char>(48 + hi // 1000 % 10)
-    q[18] = <char>(48 + hi // 10000)
-    q[19] = 2
-
-
 cdef void write_items(char *dst, Item *items, Py_ssize_t n, const Common *c, int64_t phys, int64_t qbase,
                       int64_t *offsets) noexcept nogil:
     """Write the ``n`` records back to back at ``dst`` (the segment's wrote position)."""
@@ -173,7 +150,7 @@ cdef void write_items(char *dst, Item *items, Py_ssize_t n, const Common *c, int
         if it.crc_entry:
             if q > p:
                 q[0] = 2
-            _put_prop_crc(rec, it.total)
+            write_prop_crc(rec, it.total)
         if offsets != NULL:
             offsets[i] = phys + pos
         pos += it.total
