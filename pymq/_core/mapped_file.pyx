@@ -420,8 +420,8 @@ cdef class MappedFile:
         reserved pages ahead of the writer when it crosses a chunk boundary. That early
         part is best effort: if the disk has no room for it, only ``upto`` is reserved
         (and nothing early any more in this file)."""
-        cdef Py_ssize_t want
-        if upto + self.reserve_ahead > self.reserved:
+        cdef Py_ssize_t want, before = self.reserved
+        if upto + self.reserve_ahead > before:
             want = upto + self.reserve_ahead
             if want > self.file_size:
                 want = self.file_size
@@ -433,9 +433,10 @@ cdef class MappedFile:
                     self._reserve_to(upto)
             else:
                 self._reserve_to(upto)
-            if self.wake_fd >= 0:
+            if self.reserved > before and self.wake_fd >= 0:
                 self._wake()
-        elif upto >= self.wake_at:
+                return 0
+        if upto >= self.wake_at:
             self._wake()
         return 0
 
@@ -817,7 +818,7 @@ cdef class MappedFile:
                 continue                    # it moved meanwhile
             n = poll(&pfd, 1, timeout_ms)
             if n > 0:
-                eventfd_read(self.wake_fd, &value)
+                eventfd_read(pfd.fd, &value)
                 if value >= PYMQ_POPULATE_STOP:
                     return 2
             elif n < 0 and errno != EINTR:

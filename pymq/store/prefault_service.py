@@ -70,6 +70,7 @@ class PrefaultService:
         self.idle_ms = idle_ms
         self.segment: Optional[MappedFile] = None    # the one armed (tests, monitoring)
         self.segments_followed = 0
+        self.passes = 0                                 # populate_ahead calls (wake-ups to Python)
         self.last_error: Optional[OSError] = None
         self.supported = True
         self._fd = -1
@@ -130,6 +131,7 @@ class PrefaultService:
                     if not self._wait():
                         break
                     continue
+                self.passes += 1
                 rc = mf.populate_ahead(self._fd, self.window, self.idle_ms)
                 if rc == 2:
                     break

@@ -71,7 +71,7 @@ def test_window_follows_the_writes_and_stays_inside_the_reserved_blocks(tmp_path
     size, window, chunk = 1024 * KiB, 256 * KiB, 64 * KiB
     mf = MappedFile(str(tmp_path / offset_to_file_name(0)), size, create=True, reserve_chunk=chunk)
     assert not any(resident(mf))
-    svc = PrefaultService(OneSegment(mf), window)
+    svc = PrefaultService(OneSegment(mf), window, idle_ms=60_000)     # woken by the writes only
     svc.start()
     try:
         # only the first chunk is reserved: populated up to it, not into the hole after it
@@ -106,6 +106,15 @@ def test_window_follows_the_writes_and_stays_inside_the_reserved_blocks(tmp_path
         pages = resident(mf)
         assert all(pages[900 * KiB // PAGE:])
         assert not any(pages[3 * chunk // PAGE:900 * KiB // PAGE])      # skipped, never written
+        # all reserved and populated: appends near the end wake nobody any more
+        time.sleep(0.05)
+        passes = svc.passes
+        for i in range(20):
+            mf.wrote_position = 1000 * KiB + i * 100
+            mf.reserve(mf.wrote_position + 100)
+            time.sleep(0.002)
+        time.sleep(0.05)
+        assert svc.passes == passes
     finally:
         svc.shutdown()
     assert not svc.running and not prefault_threads() and mf.reserve_ahead == 0
