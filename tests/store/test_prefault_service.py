@@ -15,10 +15,11 @@ import threading
 import time
 
 import pytest
+from conftest import mounted_ext4
 
 import pymq
 from pymq._core.mapped_file import MappedFile, offset_to_file_name
-from pymq.errors import PymqError
+from pymq.errors import DiskFullError, PymqError, StoreStateError
 from pymq.store import prefault_service
 from pymq.store.prefault_service import PrefaultService
 
@@ -231,7 +232,7 @@ def test_a_forked_child_has_no_running_service(tmp_path):
                     code = 2
                 if store.put_bodies("T", [b"y"]).is_ok():
                     code = 3
-            except pymq.errors.StoreStateError:
+            except StoreStateError:
                 pass                                       # the store is fenced in the child
             except BaseException:
                 code = 4
@@ -259,3 +260,40 @@ def test_no_populate_write_logs_once_and_stops(tmp_path, caplog):
     assert sum("MADV_POPULATE_WRITE" in r.getMessage() and r.levelno == logging.INFO
                for r in caplog.records) == 1
     mf.close()
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    yield from mounted_ext4(tmp_path, 16 * 1024 * KiB)
+
+
+def test_the_early_reservation_gives_way_on_a_full_disk(small_disk):
+    """While a window is armed on a sparse segment, its writer reserves the next chunk
+    half a chunk early; on a full disk that early part is dropped, and a write that fits
+    the blocks already reserved goes on, while one that does not still fails."""
+    chunk = 1024 * KiB
+    mf = MappedFile(str(small_disk / offset_to_file_name(0)), 4 * chunk, create=True, reserve_chunk=chunk)
+    svc = PrefaultService(OneSegment(mf), 256 * KiB)
+    svc.start()
+    try:
+        assert wait_for(lambda: mf.reserve_ahead == chunk // 2 and mf.populated_to == 256 * KiB)
+        fd = os.open(small_disk / "filler", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            st = os.statvfs(small_disk)
+            n = st.f_bavail * st.f_frsize
+            while n > 0:                                   # take every free block
+                try:
+                    os.posix_fallocate(fd, 0, n)
+                    break
+                except OSError:
+                    n -= 16 * KiB
+            assert os.statvfs(small_disk).f_bavail * st.f_frsize < chunk
+            mf.reserve(chunk - 100)                        # fits: the early chunk has no room
+            assert mf.reserved == chunk and mf.reserve_ahead == 0
+            with pytest.raises(DiskFullError):
+                mf.reserve(chunk + 100)                    # does not fit: still refused
+        finally:
+            os.close(fd)
+    finally:
+        svc.shutdown()
+        mf.close()
