@@ -58,6 +58,15 @@ class StoreConfig:
     # warmMapedFileEnable does; off by default like RocketMQ's: on a 2-core machine under
     # load it cost more than the page faults it saves (see docs/performance.md).
     warm_mapped_file_enable: bool = False
+    # pymq's: a thread keeps this many bytes ahead of the commit log's write position
+    # populated for writing (MADV_POPULATE_WRITE, Linux 5.14+), so the writer's first store
+    # into a page does not fault: the fault work moves to another CPU. Bounded by the
+    # segment's end; sparse segments reserve their blocks this far ahead (best effort).
+    # Writes no byte, but the pages it populates are dirty: at most this many bytes of
+    # zeros ahead of the data are written back. The thread sleeps while nothing is
+    # appended. 0: off (the writer faults its pages in). See pymq.store.prefault_service
+    # and docs/performance.md ("Batches without message objects").
+    commitlog_prefault_window: int = 8 * _MiB
 
     # -- flushing ---------------------------------------------------------------------
     flush_disk_type: str = "ASYNC_FLUSH"          # or "SYNC_FLUSH"
@@ -163,6 +172,8 @@ class StoreConfig:
             raise PymqError("consume_queue_reserve_bytes must be >= 0 and a multiple of 20 (whole entries)")
         if self.commitlog_reserve_bytes < 0:
             raise PymqError("commitlog_reserve_bytes must be >= 0")
+        if self.commitlog_prefault_window < 0:
+            raise PymqError("commitlog_prefault_window must be >= 0 bytes (0: off)")
         if self.max_mapped_queue_files < 0:
             raise PymqError("max_mapped_queue_files must be >= 0 (0: no cap)")
         if self.index_hash_slots < 1 or self.index_max_entries < 2:

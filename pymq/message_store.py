@@ -331,6 +331,8 @@ class MessageStore:
             self.refresh_service.start()
             self._running = True
             return self
+        if self.commit_log.prefault_service is not None:
+            self.commit_log.prefault_service.start()   # the window ahead of the writes
         self.reput_service.start()
         self.flush_service.start()
         self.flush_cq_service.start()
@@ -379,6 +381,8 @@ class MessageStore:
             self.schedule_service.shutdown()
             self.delay_offset_persist_service.shutdown()
         self.commit_log.appender.close()
+        if self.commit_log.prefault_service is not None:
+            self.commit_log.prefault_service.shutdown()     # nothing is appended any more
         self.reader.close()
         if self.read_only:
             if self.refresh_service is not None:

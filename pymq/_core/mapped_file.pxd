@@ -22,9 +22,15 @@ cdef class MappedFile:
     cdef bint _evicted                        # unmapped by a map cache, mapped again on access
     cdef public bint used                     # read since the map cache's last look (readers set it)
     cdef public object map_cache              # told of each map again and of the close (or None)
+    # the write window (pymq.store.prefault_service): pages ahead of the writes populated
+    cdef readonly Py_ssize_t populated_to     # populated for writing up to here
+    cdef readonly Py_ssize_t reserve_ahead    # sparse, while populated: reserve this much early
+    cdef int wake_fd                          # eventfd of the populating thread (-1: none)
+    cdef Py_ssize_t wake_at                   # tell it once a reservation asks for this much
     cdef object __weakref__
 
     cpdef int reserve(self, Py_ssize_t upto) except -1
+    cdef int _reserve_to(self, Py_ssize_t upto) except -1
     cpdef int reserve_range(self, Py_ssize_t start, Py_ssize_t end) except -1
     cdef int reserve_nogil(self, Py_ssize_t upto) noexcept nogil
     cdef int reserve_range_nogil(self, Py_ssize_t start, Py_ssize_t end) noexcept nogil
@@ -36,6 +42,8 @@ cdef class MappedFile:
     cpdef bint evict(self)
     cdef int map_again(self) except -1
     cdef int _remap(self) except -1
+    cdef void _wake(self) noexcept
+    cdef int _populate_loop(self, Py_ssize_t window, int timeout_ms) noexcept nogil
 
 
 cdef enum:

@@ -26,7 +26,7 @@ position stay, and the next access maps it again (``pin``, every Python-level me
 is never evicted.
 """
 
-from libc.errno cimport EBADF, EFBIG, EINTR, ENOENT, ENOMEM, ENOSPC, errno
+from libc.errno cimport EAGAIN, EBADF, EFBIG, EINTR, ENOENT, ENOMEM, ENOSPC, errno
 from libc.stdlib cimport calloc, free
 from libc.string cimport memcpy, memset, strerror
 from posix.fcntl cimport O_CREAT, O_RDONLY, O_RDWR, open as c_open
@@ -54,12 +54,34 @@ cdef extern from "fcntl.h" nogil:
 cdef extern from *:
     """
     #include <sys/mman.h>
+    #include <poll.h>
+    #include <sys/eventfd.h>
     #ifndef MADV_POPULATE_READ
     #define MADV_POPULATE_READ 22
     #endif
+    #ifndef MADV_POPULATE_WRITE
+    #define MADV_POPULATE_WRITE 23
+    #endif
+    /* added to the populating thread's eventfd to stop it (a writer adds 1s) */
+    #define PYMQ_POPULATE_STOP (1ULL << 40)
     """
+    Py_ssize_t PY_SSIZE_T_MAX
+    unsigned long long PYMQ_POPULATE_STOP
     int MADV_POPULATE_READ
+    int MADV_POPULATE_WRITE
     int MADV_RANDOM
+    ctypedef unsigned long long eventfd_t
+    int eventfd_read(int fd, eventfd_t *value) nogil
+    int eventfd_write(int fd, eventfd_t value) nogil
+    struct pollfd:
+        int fd
+        short events
+        short revents
+    short POLLIN
+    int poll(pollfd *fds, unsigned long nfds, int timeout) nogil
+
+cdef enum:
+    POPULATE_CHUNK = 256 * 1024     # bytes populated per madvise (the write position is read between)
 
 
 cdef extern from "<sys/vfs.h>" nogil:
@@ -124,6 +146,8 @@ cdef class MappedFile:
                   Py_ssize_t reserve_chunk=0, bint readahead=False):
         self.base = NULL
         self.granted = NULL
+        self.wake_fd = -1
+        self.wake_at = PY_SSIZE_T_MAX
         self.file_name = path
         self._cpath = NULL
         self._fd = -1
@@ -386,7 +410,38 @@ cdef class MappedFile:
     cpdef int reserve(self, Py_ssize_t upto) except -1:
         """Make sure the disk blocks of bytes ``[0, upto)`` are allocated (sparse files:
         through the next ``reserve_chunk`` boundary). Raises ``DiskFullError`` when the
-        disk has no room: the write that asked for it must not happen."""
+        disk has no room: the write that asked for it must not happen.
+
+        The appends call it before each write, so it also serves the thread populating
+        the write window, when one is armed on this file (``populate_ahead``): it wakes
+        the thread once the writes come within half a window of what it populated, and
+        when more blocks were reserved (it populates only reserved blocks); and it
+        reserves the next chunk half a chunk early (``reserve_ahead``), so the thread has
+        reserved pages ahead of the writer when it crosses a chunk boundary. That early
+        part is best effort: if the disk has no room for it, only ``upto`` is reserved
+        (and nothing early any more in this file)."""
+        cdef Py_ssize_t want, before = self.reserved
+        if upto + self.reserve_ahead > before:
+            want = upto + self.reserve_ahead
+            if want > self.file_size:
+                want = self.file_size
+            if want > upto:
+                try:
+                    self._reserve_to(want)
+                except OSError:                     # DiskFullError too
+                    self.reserve_ahead = 0
+                    self._reserve_to(upto)
+            else:
+                self._reserve_to(upto)
+            if self.reserved > before and self.wake_fd >= 0:
+                self._wake()
+                return 0
+        if upto >= self.wake_at:
+            self._wake()
+        return 0
+
+    cdef int _reserve_to(self, Py_ssize_t upto) except -1:
+        """``reserve``'s allocation: ``[reserved, upto)``, to the next ``reserve_chunk`` boundary."""
         cdef int fd, rc
         cdef Py_ssize_t start = self.reserved, end
         cdef bytes bpath
@@ -665,6 +720,110 @@ cdef class MappedFile:
                         i += OS_PAGE_SIZE
         finally:
             self.unpin()
+
+    # -- the write window (pymq.store.prefault_service) -------------------------------------
+
+    cdef void _wake(self) noexcept:
+        """Tell the populating thread the writes moved on (once until it arms again). The
+        caller holds the GIL, as ``disarm`` does, so the descriptor is never used closed."""
+        self.wake_at = PY_SSIZE_T_MAX
+        if self.wake_fd >= 0:
+            eventfd_write(self.wake_fd, 1)
+
+    def disarm(self):
+        """Stop telling a populating thread about this file's writes (its descriptor is
+        forgotten) and reserving early for it."""
+        self.wake_fd = -1
+        self.wake_at = PY_SSIZE_T_MAX
+        self.reserve_ahead = 0
+
+    def populate_ahead(self, int wake_fd, Py_ssize_t window, int timeout_ms=1000):
+        """Keep the pages just ahead of the writes populated for writing, without the GIL.
+
+        Populates (``MADV_POPULATE_WRITE``, Linux 5.14+) the pages of
+        ``[wrote_position, wrote_position + window)``, never past the file's end nor, in a
+        sparse file, past its reserved blocks, so the writer's first store into each of
+        them takes no page fault. Populating writes no byte: the pages are made present,
+        writable and dirty as a write fault would make them (their zeros are written
+        back, at most ``window`` bytes ahead of the data). Then waits on ``wake_fd`` (an
+        eventfd) for the writes to come within half a window of the populated end
+        (``reserve`` tells it, and also when it reserved more blocks), and goes on.
+
+        Returns 0 once the file is full or closed, 1 after a wait that brought nothing to
+        populate (the timeout, or a wake-up of the caller's), 2 when ``wake_fd`` was given
+        the stop value (``1 << 40``), or ``-errno`` when madvise failed (``-EINVAL``: the
+        kernel has no ``MADV_POPULATE_WRITE``). The file stays armed (``disarm``).
+        """
+        cdef int rc
+        if window <= 0:
+            raise ValueError("window must be positive")
+        if self.closed or not self.writable:
+            return 0
+        self.pin()
+        try:
+            if self.wake_fd != wake_fd:
+                self.wake_fd = wake_fd
+                self.reserve_ahead = self.reserve_chunk // 2
+            if self.populated_to < self.wrote:
+                self.populated_to = self.wrote
+            with nogil:
+                rc = self._populate_loop(window, timeout_ms)
+        finally:
+            self.unpin()
+        return rc
+
+    cdef int _populate_loop(self, Py_ssize_t window, int timeout_ms) noexcept nogil:
+        cdef Py_ssize_t w, start, end, limit, half = window // 2
+        cdef pollfd pfd
+        cdef eventfd_t value
+        cdef bint waited = False
+        cdef int n
+        pfd.fd = self.wake_fd
+        pfd.events = POLLIN
+        while True:
+            if self._closing or self.base == NULL:
+                return 0
+            w = self.wrote
+            if w >= self.file_size:
+                return 0
+            limit = w + window
+            if limit > self.reserved:
+                limit = self.reserved
+            if limit >= self.file_size:
+                limit = self.file_size          # the last page, even if the file ends inside it
+            else:
+                limit = limit // OS_PAGE_SIZE * OS_PAGE_SIZE   # no page reaching past the reserved blocks
+            start = (w + OS_PAGE_SIZE - 1) // OS_PAGE_SIZE * OS_PAGE_SIZE  # the writer's page is in
+            if start < self.populated_to:
+                start = self.populated_to
+            if start < limit:
+                end = start + POPULATE_CHUNK
+                if end > limit:
+                    end = limit
+                if madvise(self.base + start, end - start, MADV_POPULATE_WRITE) != 0:
+                    if errno == EINTR or errno == EAGAIN:
+                        continue
+                    return -errno
+                # madvise rounds the length up to whole pages
+                self.populated_to = (end + OS_PAGE_SIZE - 1) // OS_PAGE_SIZE * OS_PAGE_SIZE
+                waited = False
+                continue
+            if waited:
+                return 1
+            # caught up: be told when the writes come within half a window of the end
+            # populated; when that end is the reserved blocks' or the file's, ``reserve``
+            # tells of more blocks, the queue of the next segment
+            self.wake_at = self.populated_to - half if self.populated_to - half > w else PY_SSIZE_T_MAX
+            if self.wrote >= self.wake_at:
+                continue                    # it moved meanwhile
+            n = poll(&pfd, 1, timeout_ms)
+            if n > 0:
+                eventfd_read(pfd.fd, &value)
+                if value >= PYMQ_POPULATE_STOP:
+                    return 2
+            elif n < 0 and errno != EINTR:
+                return -errno
+            waited = True
 
     # -- reading ---------------------------------------------------------------------------
 

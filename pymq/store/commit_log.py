@@ -28,6 +28,7 @@ from .allocate_service import AllocateMappedFileService
 from . import log_walk
 from .damage import DamageLedger
 from .mapped_file_queue import MappedFileQueue
+from .prefault_service import PrefaultService
 
 
 class CommitLog:
@@ -47,6 +48,11 @@ class CommitLog:
         self.appender.on_disk_full = self._disk_full
         self.disk_guard = None          # set by the store (DiskGuard) for writers
         self.damage = DamageLedger()    # holes fenced, damage met by reads
+        # writers: the pages ahead of the writes populated by a thread (started by the store)
+        self.prefault_service: Optional[PrefaultService] = None
+        if not read_only and config.commitlog_prefault_window > 0:
+            self.prefault_service = PrefaultService(self.mapped_file_queue, config.commitlog_prefault_window)
+            self.mapped_file_queue.on_create = self.prefault_service.segment_created
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -253,6 +259,8 @@ class CommitLog:
 
     def shutdown(self) -> None:
         self.appender.close()
+        if self.prefault_service is not None:
+            self.prefault_service.shutdown()
         self.mapped_file_queue.shutdown()
 
     # -- writing ---------------------------------------------------------------------------

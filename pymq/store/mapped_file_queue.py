@@ -41,6 +41,7 @@ class MappedFileQueue:
         self.store_timestamp = 0          # store time of the last thorough flush (checkpoint)
         self.short_last_file: Optional[int] = None   # original length of a damaged last file
         self.map_cache = None             # QueueMaps: segments are registered, idle ones unmapped
+        self.on_create: Optional[Callable[[MappedFile], None]] = None   # told of each new segment
         self._lock = threading.RLock()
 
     # -- loading ---------------------------------------------------------------------------
@@ -203,6 +204,8 @@ class MappedFileQueue:
             if self.map_cache is not None:
                 self.map_cache.add(mf)
             self.mapped_files = files + [mf]
+            if self.on_create is not None:
+                self.on_create(mf)
             return mf
 
     def find_mapped_file_by_offset(self, offset: int, return_first_on_not_found: bool = False) -> Optional[MappedFile]:
