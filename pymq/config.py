@@ -64,7 +64,8 @@ class StoreConfig:
     # segment's end; sparse segments reserve their blocks this far ahead (best effort).
     # Writes no byte, but the pages it populates are dirty: at most this many bytes of
     # zeros ahead of the data are written back. The thread sleeps while nothing is
-    # appended. 0: off (the writer faults its pages in). See pymq.store.prefault_service
+    # appended. Not on a SLAVE (replication writes its log through the file). 0: off (the
+    # writer faults its pages in). See pymq.store.prefault_service
     # and docs/performance.md ("Batches without message objects").
     commitlog_prefault_window: int = 8 * _MiB
 

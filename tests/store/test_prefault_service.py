@@ -200,6 +200,9 @@ def test_no_thread_after_shutdown_and_none_when_off(tmp_path):
         assert not prefault_threads()
     with pytest.raises(PymqError):
         pymq.StoreConfig(commitlog_prefault_window=-1)
+    # a slave's log is written by replication through the file: no window there
+    with _small_store(tmp_path / "c", broker_role="SLAVE", ha_master_address="127.0.0.1:1") as slave:
+        assert slave.commit_log.prefault_service is None and not prefault_threads()
 
 
 def test_an_idle_store_costs_nothing(tmp_path):
