@@ -129,7 +129,7 @@ def test_bench_many_queues_rows_carry_figures(bench_run):
     _check_many_queues_rows(report["rows"], 200)
     assert all("figures" not in row for row in report["rows"] if row["workload"] not in ("many_queues", "dispatch_load", "replication"))
     lines = stdout.splitlines()
-    caption = lines.index("many_queues: msgs/s the median, each other figure the best of 1 round(s)")
+    caption = lines.index("many_queues: msgs/s the median, others the best of 1 round(s) or as named")
     assert lines[caption + 1].split()[:2] == ["figure", "pymq"]       # a column per implementation
     assert lines[caption + 2].split()[0] == "msgs/s"
     assert any(line.split()[0] == "maps" for line in lines[caption + 3:caption + 13])
@@ -154,6 +154,8 @@ def test_best_figures_takes_each_figures_best_repeat():
     specs = (Figure("open_s", "open s"), Figure("hits", "hits", lower_is_better=False), Figure("gone", "gone"))
     repeats = [{"open_s": 2.0, "hits": 5, "gone": None}, {"open_s": 1.0, "hits": 3, "gone": None}]
     assert best_figures(repeats, specs) == {"open_s": 1.0, "hits": 5, "gone": None}
+    ratio = (Figure("ratio", "ratio, median of rounds", median=True),)
+    assert best_figures([{"ratio": 0.3}, {"ratio": 0.9}, {"ratio": 0.5}], ratio) == {"ratio": 0.5}
 
 
 def test_many_queues_helpers(tmp_path):

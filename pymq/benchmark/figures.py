@@ -12,6 +12,7 @@ Rows without extra figures are unchanged.
 from __future__ import annotations
 
 import dataclasses
+import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -25,17 +26,20 @@ class Figure:
     header: str
     fmt: str = "{:,.3f}"
     lower_is_better: bool = True   # the best repeat's value is the lowest (else the highest)
+    median: bool = False           # report the median over the repeats, not the best (ratios
+                                   # of two figures measured in the same round)
 
 
 def best_figures(repeats: Iterable[Mapping[str, float | None]],
                  specs: Sequence[Figure]) -> dict[str, float | None]:
     """Each figure's best value over the repeats (lowest, or highest where
-    ``lower_is_better`` is False); None when no repeat measured it."""
+    ``lower_is_better`` is False; the median where ``median``); None when no repeat
+    measured it."""
     repeats = list(repeats)
     best: dict[str, float | None] = {}
     for spec in specs:
         values = [r[spec.key] for r in repeats if r.get(spec.key) is not None]
-        pick = min if spec.lower_is_better else max
+        pick = statistics.median if spec.median else min if spec.lower_is_better else max
         best[spec.key] = pick(values) if values else None
     return best
 
@@ -57,7 +61,7 @@ def format_figures(rows: Sequence[Any], specs: Mapping[str, Figure], repeat: int
                  ["msgs/s", *(f"{row.msgs_per_s:,.0f}" for row in grows)]]
         table += [[f.header, *(_cell(row.figures.get(f.key), f.fmt) for row in grows)] for f in figs]
         widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
-        lines = [f"{group}: msgs/s the median, each other figure the best of {repeat} round(s)"]
+        lines = [f"{group}: msgs/s the median, others the best of {repeat} round(s) or as named"]
         for line in table:
             cells = [line[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(line[1:], widths[1:])]
             lines.append(("  " + "  ".join(cells)).rstrip())
