@@ -380,9 +380,7 @@ class MessageStore:
             self.timer_service.shutdown()
             self.schedule_service.shutdown()
             self.delay_offset_persist_service.shutdown()
-        self.commit_log.appender.close()
-        if self.commit_log.prefault_service is not None:
-            self.commit_log.prefault_service.shutdown()     # nothing is appended any more
+        self.commit_log.stop_writes()       # the appender, and the write window's thread
         self.reader.close()
         if self.read_only:
             if self.refresh_service is not None:

@@ -61,7 +61,11 @@ cdef extern from "pymq_crc_record.h" nogil:
 
 # the CRC check on read folds a short record four chunks at a time (``src/pymq_crc_record.h``)
 # where pymq_crc32 runs its VPCLMULQDQ path (not when PYMQ_CRC32_IMPL caps it below)
-cdef int _crc_fast = pymq_crc_record_usable() and crc32_impl() == "vpclmulqdq-avx512"
+cdef bint _crc_fast_runs():
+    return pymq_crc_record_usable() and crc32_impl() == "vpclmulqdq-avx512"
+
+
+cdef int _crc_fast = _crc_fast_runs()
 
 
 cdef inline bint _crc_ok(const char *rec, const RecordLayout *lay, Py_ssize_t total) noexcept nogil:
@@ -75,7 +79,7 @@ def _use_crc_fast(bint on) -> bool:
     measurements. Returns the setting before."""
     global _crc_fast
     before = bool(_crc_fast)
-    _crc_fast = on and pymq_crc_record_usable() and crc32_impl() == "vpclmulqdq-avx512"
+    _crc_fast = on and _crc_fast_runs()
     return before
 
 

@@ -260,10 +260,14 @@ class CommitLog:
                 return True
         return self.mapped_file_queue.delete_first_files(expired, max_count, pause)
 
-    def shutdown(self) -> None:
+    def stop_writes(self) -> None:
+        """No append from here on: the appender closed, the write window's thread stopped."""
         self.appender.close()
         if self.prefault_service is not None:
             self.prefault_service.shutdown()
+
+    def shutdown(self) -> None:
+        self.stop_writes()
         self.mapped_file_queue.shutdown()
 
     # -- writing ---------------------------------------------------------------------------
