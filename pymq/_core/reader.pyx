@@ -48,7 +48,7 @@ from pymq._core.message cimport MessageExt
 from pymq._core.read_batch cimport Picked, ReadBatch, rows_alloc, rows_free
 from pymq._core.record cimport (DecodeCache, RecordLayout, body_crc32, ext_from_page, next_property,
                                 record_crc_ok,
-                               record_layout)
+                               record_layout, record_layout_like)
 
 from pymq.status import BoundaryType, GetMessageStatus
 from pymq._core.record import crc32_impl
@@ -468,6 +468,8 @@ cdef class QueueReader:
         cdef const char *base = cq.base
         cdef object status = NO_MATCHED_MESSAGE
         cdef RecordLayout *lp
+        cdef const RecordLayout *like = NULL    # the last picked record's layout
+        cdef Py_ssize_t like_total = 0
         cdef bint check_crc = self.check_crc and not raw
         cdef bytes topic_b = _utf8(topic)
         cdef const char *topic_raw = topic_b
@@ -561,7 +563,7 @@ cdef class QueueReader:
                     # (an LMQ entry points at a record filed under its parent queue)
                     rec = seg.base + rpos
                     lp = &picked[count].lay     # the layout lands where a pick keeps it
-                    bad = (record_layout(rec, size_py, lp) != size_py
+                    bad = (record_layout_like(rec, size_py, lp, like, like_total) != size_py
                            or pymq_get_i64(rec + 28) != offset_py
                            or not lmq and (pymq_get_i32(rec + 12) != queue_id
                                            or pymq_get_i64(rec + 20) != index
@@ -594,6 +596,8 @@ cdef class QueueReader:
                     picked[count].size = size_py
                     picked[count].queue_offset = index
                     picked[count].tags_code = tags_code
+                    like = &picked[count].lay
+                    like_total = size_py
                     if batch is not None and seg is not held_last:
                         if held_first is None:      # segments come in order: each once
                             held_first = seg

@@ -126,6 +126,34 @@ cdef inline Py_ssize_t record_layout(const char *rec, Py_ssize_t avail, RecordLa
     return total
 
 
+cdef inline Py_ssize_t record_layout_like(const char *rec, Py_ssize_t avail, RecordLayout *out,
+                                          const RecordLayout *like, Py_ssize_t like_total) noexcept nogil:
+    """``record_layout``, with the same result for every input, sooner for a record shaped
+    as one laid out before (``like``, of ``like_total`` bytes; NULL: none): a batch's
+    records mostly are. Where ``record_layout`` finds each length at the end of the field
+    before it (four loads, each waiting on the last), this reads the four lengths where
+    ``like`` has them, at once; when they are ``like``'s (with its size, magic and flags),
+    ``record_layout`` would walk the same positions and pass the same checks, so only the
+    queue fields, the store time and the CRC entry are read and checked anew."""
+    cdef int64_t queue_offset
+    if (like == NULL or avail < like_total or pymq_get_i32(rec) != like_total
+            or pymq_get_i32(rec + 4) != MESSAGE_MAGIC_CODE or pymq_get_i32(rec + 36) != like.sys_flag
+            or pymq_get_i32(rec + like.body_pos - 4) != like.body_len
+            or <int8_t>rec[like.topic_pos - 1] != like.topic_len
+            or pymq_get_i16(rec + like.props_pos - 2) != like.props_len):
+        return record_layout(rec, avail, out)
+    queue_offset = pymq_get_i64(rec + 20)
+    if pymq_get_i32(rec + 12) < 0 or queue_offset < 0 or queue_offset > (<int64_t>1 << 50):
+        return -1
+    out[0] = like[0]
+    out.store_timestamp = pymq_get_i64(rec + 48 + (IPV6_HOST_LENGTH if like.sys_flag & BORNHOST_V6_FLAG
+                                                     else IPV4_HOST_LENGTH))
+    out.prop_crc = (out.props_len >= PROP_CRC_LEN and rec[like_total - 1] == 2
+                    and pymq_is_crc_head(rec + like_total - PROP_CRC_LEN)
+                    and (out.props_len == PROP_CRC_LEN or rec[like_total - PROP_CRC_LEN - 1] == 2))
+    return like_total
+
+
 cdef inline Py_ssize_t visible_props_len(const RecordLayout *lay) noexcept nogil:
     """The length of the record's properties as a message shows them: without the record's
     own CRC entry and the separator before it."""

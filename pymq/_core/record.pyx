@@ -475,6 +475,25 @@ def decode_message(data, Py_ssize_t offset=0, bint check_crc=False):
 # ``record_layout``, the acceptance rule of every path, is inline in record.pxd.
 
 
+cdef tuple _layout_tuple(Py_ssize_t total, const RecordLayout *lay):
+    if total <= 0:
+        return (total,)
+    return (total, lay.sys_flag, lay.store_timestamp, lay.body_pos, lay.body_len, lay.topic_pos, lay.topic_len,
+            lay.props_pos, lay.props_len, bool(lay.prop_crc))
+
+
+def _layouts(bytes rec, bytes like_rec):
+    """For tests: ``record_layout`` of ``rec`` and ``record_layout_like`` of it after
+    ``like_rec`` (laid out first: it must be a whole record), each as a tuple (size, then
+    the layout's fields when the size is > 0). They must be equal for every input."""
+    cdef RecordLayout like, a, b
+    cdef Py_ssize_t like_total = record_layout(like_rec, len(like_rec), &like)
+    if like_total <= 0:
+        raise ValueError("like_rec is not a record")
+    return (_layout_tuple(record_layout(rec, len(rec), &a), &a),
+            _layout_tuple(record_layout_like(rec, len(rec), &b, &like, like_total), &b))
+
+
 cdef Py_ssize_t check_record(const char *buf, Py_ssize_t avail, bint check_crc) noexcept nogil:
     """``record_layout`` plus, when asked, the body CRC: the record's size when whole and
     consistent, 0 at an end-of-file blank, -1 otherwise."""
