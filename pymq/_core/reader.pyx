@@ -30,6 +30,7 @@ to its socket as they are (RocketMQ's pull response body).
 """
 
 cimport cython
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
@@ -52,6 +53,9 @@ from pymq._core.record cimport (DecodeCache, RecordLayout, body_crc32, ext_from_
 
 from pymq.status import BoundaryType, GetMessageStatus
 from pymq._core.record import crc32_impl
+
+cdef extern from "Python.h":
+    const char *PyUnicode_AsUTF8AndSize(object s, Py_ssize_t *size) except NULL
 
 cdef extern from "pymq_crc_record.h" nogil:
     bint pymq_crc_record_usable()
@@ -90,6 +94,31 @@ def _record_crc32(data) -> int:
     if not _crc_fast or not 16 < view.shape[0] <= 272:
         return -1
     return pymq_crc_record_fast(&view[0], view.shape[0])
+
+def _fold_page(data, Py_ssize_t start, Py_ssize_t count, Py_ssize_t record_size, Py_ssize_t covered) -> int:
+    """The CRC check on read's arithmetic alone, for the benchmark's floor: the CRC-32 of
+    the first ``covered`` bytes of each of ``count`` records of ``record_size`` bytes lying
+    back to back in ``data`` (a bytes-like object) from ``start``, as a pull checks them
+    (the fast fold where it runs), xored together."""
+    cdef Py_buffer buf
+    cdef Py_ssize_t i
+    cdef uint32_t acc = 0
+    cdef const unsigned char *p
+    PyObject_GetBuffer(data, &buf, PyBUF_SIMPLE)
+    try:
+        if (start < 0 or count < 0 or covered < 1 or covered > record_size
+                or start + count * record_size > buf.len):
+            raise ValueError("the records do not lie inside data")
+        p = <const unsigned char *>buf.buf + start
+        for i in range(count):
+            if _crc_fast and 16 < covered <= 272:
+                acc ^= pymq_crc_record_fast(p + i * record_size, covered)
+            else:
+                acc ^= <uint32_t>body_crc32(<const char *>p + i * record_size, covered)
+    finally:
+        PyBuffer_Release(&buf)
+    return acc
+
 
 cdef extern from *:
     void __builtin_prefetch(const void *p) nogil
@@ -471,10 +500,9 @@ cdef class QueueReader:
         cdef const RecordLayout *like = NULL    # the last picked record's layout
         cdef Py_ssize_t like_total = 0
         cdef bint check_crc = self.check_crc and not raw
-        cdef bytes topic_b = _utf8(topic)
-        cdef const char *topic_raw = topic_b
-        cdef Py_ssize_t topic_len = len(topic_b)
-        cdef bint lmq = topic.startswith("%LMQ%")      # a light message queue (``pymq.store.lmq``)
+        cdef Py_ssize_t topic_len
+        cdef const char *topic_raw = PyUnicode_AsUTF8AndSize(topic, &topic_len)    # the str's own
+        cdef bint lmq = topic_len >= 5 and memcmp(topic_raw, b"%LMQ%", 5) == 0     # a light message queue
         cdef long long cl_min
         cdef Picked picked_stack[PICKED_ON_STACK]
         cdef Picked *picked = picked_stack
@@ -638,7 +666,7 @@ cdef class QueueReader:
                     at += picked[i].size
                 cache = DecodeCache.__new__(DecodeCache)
                 cache.topic = topic
-                cache.topic_raw = topic_b
+                cache.topic_raw = _utf8(topic)
                 out = PyList_New(count)
                 r.messages = out
                 at = 0

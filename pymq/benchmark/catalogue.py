@@ -21,7 +21,8 @@ from .sqlite import SqliteExecutemany, SqliteInsertPerTxn, SqliteReadPages
 from .transaction import PymqPutWithHalves, PymqPutWithoutHalves
 from .write import (LmdbPutMulti, LmdbPutPerTxn, PymqPutMessage, PymqPutMessageNoRecordCrc, PymqPutMessages,
                     PymqPutMessagesNoRecordCrc, QueuelibPush)
-from .zero_object import ZERO_OBJECT
+from .zero_object import ZERO_OBJECT_PUTS
+from .zero_object_read import ZERO_OBJECT_READS
 
 #: Every workload, in output order; a group's pymq row comes first.
 WORKLOADS: tuple[type[Workload], ...] = (
@@ -29,7 +30,7 @@ WORKLOADS: tuple[type[Workload], ...] = (
     PymqPutMessages, PymqPutMessagesNoRecordCrc, LmdbPutMulti, SqliteExecutemany,
     PymqDispatch, PymqPutMessagesReference,
     PymqGetMessage, PymqGetMessageNoCrc, QueuelibPop, LmdbCursorRead, SqliteReadPages,
-    *ZERO_OBJECT,
+    *ZERO_OBJECT_PUTS, *ZERO_OBJECT_READS,
     PymqTimeLookup, BisectTimeLookup,
     PymqQueryMessage, PymqQueryNoTable, PymqQueryAbsent, LmdbGet, SqliteSelect,
     PymqDelayDelivery, PymqTimerDelivery,

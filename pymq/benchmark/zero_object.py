@@ -1,5 +1,6 @@
-"""Zero-object batch paths (issue 27): ``put_bodies`` and ``read_batch`` next to lmdb, and
-the floors the machine sets for them, measured in the same run.
+"""Zero-object batch paths (issue 27), the write side: ``put_bodies`` next to lmdb, and the
+floors the machine sets for it, measured in the same run (the read side:
+``zero_object_read``).
 
 ``put_bodies``
     ``store.put_bodies(topic, bodies)`` in batches of ``--batch`` (prebuilt lists of
@@ -9,11 +10,6 @@ the floors the machine sets for them, measured in the same run.
 ``put_bodies_keys``
     the same with one key per message (``order-<n>``-style strings, made before the timed
     loop): ``put_bodies(..., keys=)`` (the store indexes them) next to lmdb with those keys.
-``read_batch``
-    pages of 32 through ``read_batch`` (a ``with`` block each), every body touched
-    (``len`` of its ``BodyView``), next to an lmdb read cursor over the same bodies
-    (``iternext``, every value touched).
-
 ``pymq-no-dispatch`` is ``put_bodies`` with the store's dispatcher stopped: the writer's
 own part. Each group has floor rows (``floor-*``): the same bytes with no store around
 them, so their ratio (pymq / floor, < 1) says how close pymq is to what the machine allows:
@@ -21,13 +17,13 @@ them, so their ratio (pymq / floor, < 1) says how close pymq is to what the mach
 - ``floor-fresh-map``: the records pymq writes (the same sizes and bytes: encoded once
   beforehand) copied into a fresh, ``fallocate``d file mapping a batch at a time, as
   pymq's segments are: page faults and ``memcpy``, nothing else.
+- ``floor-window``: that copy while a second thread populates the mapping ahead of it
+  (``MADV_POPULATE_WRITE``, 8 MiB ahead), as pymq's write window does: the page work off
+  the copying thread, on the other core.
 - ``floor-pwrite``: the same bytes ``pwrite``n into a fresh file (what lmdb does at
   commit): the kernel's page-cache cost without a page fault per page.
 - ``floor-memcpy``: the same copy into a mapping already written once (no faults): the
   memory bandwidth.
-- ``floor-loop`` (reads): the consumer's loop alone, over 32 ready memoryviews a page;
-  ``floor-views``: that loop over 32 memoryviews made per page (``map(memoryview, ...)``),
-  what a body view costs in Python at the least.
 
 Sizes: ``--real-messages`` messages per repeat (200,000 by default, the issue's size),
 ``--batch`` per put. pymq's store runs its dispatcher (and for keys its index) beside
@@ -39,12 +35,12 @@ from __future__ import annotations
 import mmap
 import os
 import random
+import time
 from typing import Any
 
 from pymq._core.record import encode_message
 
 from .base import TOPIC, Workload, _expect, store_config
-from .read import _wait_dispatched
 from .write import _LmdbWorkload, _PymqWorkload
 
 POOL = 1000        # distinct random bodies, cycled
@@ -57,6 +53,18 @@ def _pool(body_size: int) -> list[bytes]:
 
 def _key(i: int) -> str:
     return f"order-{i:010d}"
+
+
+def pool_records(options, n: int, keys: bool = False) -> list[bytes]:
+    """The records pymq writes for the first ``n`` pool bodies (with ``order-<i>`` keys when
+    ``keys``): KEYS, UNIQ_KEY and the record's CRC entry as properties, the run's hosts."""
+    cfg = store_config(options)
+    out = []
+    for i, body in enumerate(_pool(options.body_size)[:n]):
+        props = b"KEYS\x01" + _key(i).encode() + b"\x02" if keys else b""
+        props += b"UNIQ_KEY\x01" + b"7F000001" * 4 + b"\x02__CRC32#\x010123456789\x02"
+        out.append(encode_message(TOPIC, body, props, store_host=cfg.store_host, born_host=cfg.store_host))
+    return out
 
 
 class _ZeroObject:
@@ -180,10 +188,7 @@ class FloorFreshMap(_ZeroObject, Workload):
         return "a fallocated file, mmap'd; the batch's records encoded once beforehand"
 
     def open(self, path: str) -> None:
-        cfg = store_config(self.options)
-        bodies = _pool(self.options.body_size)
-        batch = [encode_message(TOPIC, b, self._properties(i), store_host=cfg.store_host,
-                                born_host=cfg.store_host) for i, b in enumerate(bodies[:self.options.batch])]
+        batch = pool_records(self.options, self.options.batch, self.keys)
         self.block = b"".join(batch)
         self.per_message = len(self.block) / len(batch)
         size = int(self.per_message * self._total()) + 2 * len(self.block) + (1 << 20)
@@ -191,11 +196,6 @@ class FloorFreshMap(_ZeroObject, Workload):
         os.posix_fallocate(self.fd, 0, size)
         self.mm = mmap.mmap(self.fd, size)
         self.pos = 0
-
-    def _properties(self, i: int) -> bytes:
-        """What pymq writes: KEYS (with keys), UNIQ_KEY, the record's CRC entry."""
-        props = b"KEYS\x01" + _key(i).encode() + b"\x02" if self.keys else b""
-        return props + b"UNIQ_KEY\x01" + b"7F000001" * 4 + b"\x02__CRC32#\x010123456789\x02"
 
     def before_run(self, n: int) -> None:
         if self.warm:
@@ -224,6 +224,54 @@ class FloorFreshMap(_ZeroObject, Workload):
         if mm is not None:
             mm.close()
             os.close(self.fd)
+
+
+class FloorWindow(FloorFreshMap):
+    """The same copy into a fresh mapping while a second thread populates it ahead of the
+    copy (``MADV_POPULATE_WRITE``, 1 MiB at a time, up to 8 MiB ahead): the kernel's page
+    work moved off the copying thread, as pymq's write window does, nothing else."""
+
+    implementation = "floor-window"
+    operation = "the same copy, a thread populating the mapping 8 MiB ahead of it"
+    window = 8 << 20
+    chunk = 1 << 20
+
+    def note(self) -> str:
+        return "a fallocated file, mmap'd; a thread madvise(MADV_POPULATE_WRITE)s ahead of the copy"
+
+    def before_run(self, n: int) -> None:
+        import ctypes
+        import threading
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        madvise = libc.madvise
+        madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+        anchor = ctypes.c_char.from_buffer(self.mm)
+        base = ctypes.addressof(anchor)
+        del anchor                      # the address stays valid while the mapping is open
+        self.stop = threading.Event()
+        size, start = len(self.mm), self.pos - self.pos % self.chunk
+
+        def populate() -> None:         # ctypes lets go of the GIL for each call
+            at = start
+            while not self.stop.is_set() and at < size:
+                if at >= self.pos + self.window:
+                    time.sleep(0.0001)
+                    continue
+                if madvise(base + at, min(self.chunk, size - at), 23) != 0:   # MADV_POPULATE_WRITE
+                    return
+                at += self.chunk
+
+        self.thread = threading.Thread(target=populate, name="floor-window", daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        thread = getattr(self, "thread", None)
+        if thread is not None:
+            self.stop.set()
+            thread.join()
+            self.thread = None
+        super().close()
 
 
 class FloorMemcpy(FloorFreshMap):
@@ -268,103 +316,6 @@ class FloorMemcpyKeys(FloorMemcpy):
     keys = True
 
 
-# -- read_batch ----------------------------------------------------------------------------------
-
-
-class PymqReadBatch(_ZeroObject, _PymqWorkload):
-    """pymq: pages of 32 through ``read_batch``, every body touched."""
-
-    group = "read_batch"
-    operation = "with read_batch(..., max_msgs=32) as b: len(body) for body in b.bodies"
-
-    def prefill(self) -> None:
-        bodies = _pool(self.options.body_size)
-        total, batch = self._total(), self.options.batch
-        for start in range(0, total, batch):
-            r = self.store.put_bodies(TOPIC, bodies[:min(batch, total - start)])
-            _expect(r.is_ok(), f"prefill put returned {r!r}")
-        _wait_dispatched(self.store)
-        self.offset = self.read = 0
-
-    def run(self, n: int) -> None:
-        read_batch, offset, read, touched = self.store.read_batch, self.offset, 0, 0
-        while read < n:
-            with read_batch(TOPIC, 0, offset, 32) as b:
-                for body in b.bodies:
-                    touched += len(body)
-                read += len(b)
-                offset = b.next_begin_offset
-                if not len(b):
-                    break
-        self.offset, self.read, self.touched = offset, self.read + read, touched
-
-    def check(self) -> None:
-        _expect(self.offset == self.read and self.touched > 0, f"read {self.read}, offset {self.offset}")
-
-
-class LmdbCursorBodies(_ZeroObject, _LmdbWorkload):
-    """lmdb: a read cursor over the same bodies, every value touched."""
-
-    group = "read_batch"
-    operation = "cursor.iternext(), values touched"
-
-    def _map_size(self) -> int:
-        return 3 * self._total() * (self.options.body_size + 64) + (64 << 20)
-
-    def prefill(self) -> None:
-        total = self._total()
-        _lmdb_put(self.env, _lmdb_items(self.options, total, False), 0, total, self.options.batch)
-        self.txn = self.env.begin()
-        self.cursor = self.txn.cursor().iternext()
-        self.read = 0
-
-    def run(self, n: int) -> None:
-        items, touched = self.cursor, 0
-        for _ in range(n):
-            touched += len(next(items)[1])
-        self.read += n
-
-    def check(self) -> None:
-        _expect(self.read > 0, "nothing read")
-
-
-class FloorLoop(_ZeroObject, Workload):
-    """The consumer's loop alone: 32 ready memoryviews a page, each touched."""
-
-    group = "read_batch"
-    implementation = "floor-loop"
-    operation = "len(view) for view in 32 ready memoryviews"
-    make_views = False
-
-    def open(self, path: str) -> None:
-        self.page = _pool(self.options.body_size)[:32]
-        self.views = [memoryview(b) for b in self.page]
-        self.read = 0
-
-    def run(self, n: int) -> None:
-        page, views, read, touched = self.page, self.views, 0, 0
-        make = self.make_views
-        while read < n:
-            for body in (map(memoryview, page) if make else views):
-                touched += len(body)
-            read += 32
-        self.read += read
-
-    def check(self) -> None:
-        _expect(self.read > 0, "nothing read")
-
-    def close(self) -> None:
-        self.views = []
-
-
-class FloorViews(FloorLoop):
-    """The loop over 32 memoryviews made per page."""
-
-    implementation = "floor-views"
-    operation = "len(view) for view in map(memoryview, 32 bodies)"
-    make_views = True
-
-
-ZERO_OBJECT = (PymqPutBodies, PymqPutBodiesNoDispatch, LmdbPutMultiBodies, FloorFreshMap, FloorPwrite, FloorMemcpy,
-               PymqPutBodiesKeys, LmdbPutMultiKeys, FloorFreshMapKeys, FloorMemcpyKeys,
-               PymqReadBatch, LmdbCursorBodies, FloorLoop, FloorViews)
+ZERO_OBJECT_PUTS = (PymqPutBodies, PymqPutBodiesNoDispatch, LmdbPutMultiBodies, FloorFreshMap, FloorWindow,
+                    FloorPwrite, FloorMemcpy,
+                    PymqPutBodiesKeys, LmdbPutMultiKeys, FloorFreshMapKeys, FloorMemcpyKeys)
