@@ -98,16 +98,22 @@ cdef void put_hex(char *out, const unsigned char *src, Py_ssize_t n) noexcept no
 cdef void write_batch(char *dst, RecordFields *fs, const Py_ssize_t *sizes, int64_t *offsets,
                       Py_ssize_t n, int64_t phys, int64_t qbase, int64_t store_ts,
                       const unsigned char *crc_entry) noexcept nogil:
-    cdef Py_ssize_t i, pos = 0
+    cdef Py_ssize_t i, pos = 0, pending = -1
     for i in range(n):
         fs[i].store_timestamp = store_ts
         fs[i].queue_offset = qbase + i
         fs[i].physical_offset = phys + pos
         offsets[i] = phys + pos
         write_record(dst + pos, &fs[i], sizes[i])
+        # the last record's CRC entry, now that its stores are done (``put_bodies.write_items``)
+        if pending >= 0:
+            write_prop_crc(dst + pending, sizes[i - 1])
+            pending = -1
         if crc_entry[i]:
-            write_prop_crc(dst + pos, sizes[i])
+            pending = pos
         pos += sizes[i]
+    if pending >= 0:
+        write_prop_crc(dst + pending, sizes[n - 1])
 
 
 cdef str PROP_CRC_NAME = "__CRC32#"

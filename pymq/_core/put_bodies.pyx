@@ -100,8 +100,12 @@ cdef inline char *_entry(char *q, const char *start, const char *name, const cha
 
 cdef void write_items(char *dst, Item *items, Py_ssize_t n, const Common *c, int64_t phys, int64_t qbase,
                       int64_t *offsets) noexcept nogil:
-    """Write the ``n`` records back to back at ``dst`` (the segment's wrote position)."""
-    cdef Py_ssize_t i, pos = 0, props_len
+    """Write the ``n`` records back to back at ``dst`` (the segment's wrote position).
+    A record's CRC entry is filled in once the next record is written: the CRC then reads
+    bytes whose stores have left the store buffer (taken right away, its loads wait for
+    them: 35.8 against 28.6 ns a record in a C loop)."""
+    cdef Py_ssize_t i, pos = 0, props_len, pending_total = 0
+    cdef char *pending = NULL         # the record whose CRC entry is still to fill in
     cdef Item *it
     cdef char *rec
     cdef char *p
@@ -147,13 +151,19 @@ cdef void write_items(char *dst, Item *items, Py_ssize_t n, const Common *c, int
             raw[1] = <unsigned char>it.uniq_counter
             put_hex(q + c.uniq_len, raw, 2)
             q += c.uniq_len + 4
+        if pending != NULL:
+            write_prop_crc(pending, pending_total)
+            pending = NULL
         if it.crc_entry:
             if q > p:
                 q[0] = 2
-            write_prop_crc(rec, it.total)
+            pending = rec
+            pending_total = it.total
         if offsets != NULL:
             offsets[i] = phys + pos
         pos += it.total
+    if pending != NULL:
+        write_prop_crc(pending, pending_total)
 
 
 # -- the Python-side values: keys, tags, properties -----------------------------------------------

@@ -69,6 +69,7 @@ cdef extern from "pymq_crc32.h" nogil:
 
 cdef extern from "pymq_crc_entry.h" nogil:
     int64_t pymq_crc_digits(const char *p)
+    void pymq_crc_put_digits(char *p, uint32_t v)
 
 cdef extern from "pymq_javahash.h" nogil:
     uint32_t pymq_java_hash_cp(uint32_t h, uint32_t cp)
@@ -120,11 +121,8 @@ cdef void write_prop_crc(char *rec, Py_ssize_t total) noexcept nogil:
     """Fill in the record's checksum: the record at ``rec`` is written whole, its last 20
     bytes the ``__CRC32#`` entry (whose digits this writes)."""
     cdef uint32_t crc = pymq_crc32(0, <const unsigned char *>rec, <size_t>(total - PROP_CRC_LEN)) & 0x7FFFFFFFu
-    cdef Py_ssize_t i
     memcpy(rec + total - PROP_CRC_LEN, PROP_CRC_HEAD, 9)
-    for i in range(10):
-        rec[total - 11 + i] = <char>(48 + crc % 10)
-        crc //= 10
+    pymq_crc_put_digits(rec + total - 11, crc)
     rec[total - 1] = 2
 
 
