@@ -49,10 +49,11 @@ class StoreConfig:
     index_hash_slots: int = 5_000_000             # maxHashSlotNum
     index_max_entries: int = 20_000_000           # maxIndexNum
     # pymq's: key lookups keep the newest index file's key hashes in memory, this many at
-    # most (16 bytes each, mapped at the first lookup, filled by the lookups themselves
-    # from the file's entries), so a lookup of a recent key reads one cache line and the
-    # record instead of the slot, the entry and the record. 0: no table.
-    index_recent_keys: int = 1 << 20
+    # most (16 bytes each: 64 MiB at most; mapped at the first lookup, 1 MiB at first and
+    # grown as the file fills, filled by the lookups themselves from the file's entries),
+    # so a lookup of a recent key reads one cache line and the record instead of the slot,
+    # the entry and the record. 0: no table.
+    index_recent_keys: int = 1 << 22
     # The next commit-log segment is always created and allocated (posix_fallocate) in the
     # background. This also pre-faults its pages there (MADV_POPULATE_READ), as
     # warmMapedFileEnable does; off by default like RocketMQ's: on a 2-core machine under

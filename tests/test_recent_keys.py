@@ -26,6 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pymq
+from pymq._core.recent_keys import RecentKeys, _set_initial_ways
 
 from conftest import small_config
 from rocketmq_decoder import index_hash
@@ -156,9 +157,14 @@ step = st.one_of(
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(ways=st.sampled_from([4, 1 << 20]), steps=st.lists(step, min_size=1, max_size=25))
+@given(ways=st.sampled_from([4, 1 << 20, "grown"]), steps=st.lists(step, min_size=1, max_size=25))
 def test_table_answers_what_the_index_answers(ways, steps):
+    """``grown``: tables of at most 64 ways that start at 4 and grow as the file fills
+    (4, 8, 16, 32 for files of 24 entries), taken in again from the file's first entry."""
     root = tempfile.mkdtemp(prefix="recent-keys-")
+    initial = None
+    if ways == "grown":
+        ways, initial = 64, _set_initial_ways(4)
     run = Run(root + "/store", ways)
     try:
         for s in steps:
@@ -181,6 +187,8 @@ def test_table_answers_what_the_index_answers(ways, steps):
     finally:
         run.close()
         shutil.rmtree(root, ignore_errors=True)
+        if initial is not None:
+            _set_initial_ways(initial)
 
 
 # -- the three answers of the table, and its catch-up ----------------------------------------
@@ -255,3 +263,44 @@ def test_large_catch_up_without_the_gil_while_others_query(tmp_path):
         assert not errors, errors
         recent = store.index_service.querier.recent
         assert recent.taken == 2 * n and recent.held() == 2 * n
+
+
+def test_the_table_grows_with_the_file_and_answers_as_before(tmp_path):
+    """A table that starts at 4 ways grows (a power of two, at most its ways) once the
+    newest file holds more entries than three quarters of them, and then holds every key
+    of the file again: hits, and absence claims for keys no message has."""
+    before = _set_initial_ways(4)
+    try:
+        store = pymq.MessageStore(str(tmp_path / "store"), small_config(
+            index_hash_slots=64, index_max_entries=400, index_recent_keys=256)).start()
+        try:
+            recent = store.index_service.querier.recent
+            assert recent.capacity == 4 and recent.max_capacity == 256
+            sizes = []
+            for i in range(150):
+                assert store.put_message(pymq.Message("RA", b"x", keys=[f"g{i}"])).is_ok()
+                store.flush() if hasattr(store, "flush") else None
+                while store.dispatch_behind_bytes():
+                    time.sleep(0.001)
+                assert [m.keys for m in store.query_message("RA", f"g{i}", 1)] == [[f"g{i}"]]
+                sizes.append(recent.capacity)
+            # each message files two entries (KEYS and UNIQ_KEY): 300 entries want 512 ways,
+            # the table stops at 256; it grew step by step, never shrank
+            assert sizes == sorted(sizes) and sizes[-1] == 256 and len(set(sizes)) >= 5
+            for i in range(150):
+                assert [m.keys for m in store.query_message("RA", f"g{i}", 1)] == [[f"g{i}"]]
+                assert store.query_message("RA", f"absent{i}", 1) == []
+            assert recent.held() > 0
+        finally:
+            store.shutdown()
+    finally:
+        _set_initial_ways(before)
+
+
+def test_initial_ways_are_the_most_when_fewer():
+    before = _set_initial_ways(1 << 16)
+    try:
+        assert RecentKeys(8).capacity == 8 and RecentKeys(1 << 22).capacity == 1 << 16
+        assert RecentKeys(1 << 22).max_capacity == 1 << 22
+    finally:
+        _set_initial_ways(before)

@@ -17,7 +17,8 @@ cdef class RecentKeys:
     cdef size_t map_bytes
     cdef size_t nbuckets
     cdef size_t mask                # nbuckets - 1 (a power of two)
-    cdef readonly size_t capacity   # ways
+    cdef readonly size_t capacity   # ways now
+    cdef readonly size_t max_capacity   # the most it grows to
     cdef readonly object file       # the IndexFile the table holds the entries of
     cdef readonly int32_t lo        # the first entry number taken in since the last reset
     cdef readonly int32_t hi        # the next entry number to take in
@@ -26,6 +27,8 @@ cdef class RecentKeys:
     cdef readonly long long taken   # entries taken in since the table was made (stats)
 
     cdef void _release(self) noexcept
+    cdef void _size(self, size_t ways) noexcept
+    cdef int _grow(self, size_t entries) except -1
     cdef int _alloc(self) except -1
     cdef void _clear(self) noexcept
     cdef void _insert(self, int32_t key_hash, int64_t phy, int32_t prev) noexcept nogil
