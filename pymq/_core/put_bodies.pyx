@@ -26,7 +26,7 @@ for (a stride when every record has the same size).
 
 cimport cython
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
-from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.object cimport PyObject
 from libc.stdint cimport int16_t, int32_t, int64_t, uint16_t, uint32_t
 from libc.string cimport memchr, memcpy
@@ -38,7 +38,7 @@ from pymq._core.clayout cimport (BORNHOST_V6_FLAG, END_FILE_MIN_BLANK_LENGTH, MA
                                  MAX_RECORD_OVER_BODY, MESSAGE_MAGIC_CODE, STOREHOSTADDRESS_V6_FLAG)
 from pymq._core.hton cimport pymq_put_i16, pymq_put_i32, pymq_put_i64
 from pymq._core.mapped_file cimport MappedFile
-from pymq._core.message cimport PropsBuf, props_add_str, props_free, props_init
+from pymq._core.message cimport PropsBuf, props_add_str, props_append, props_free, props_init, props_reserve
 from pymq._core.record cimport PROP_CRC_LEN, body_crc32, write_prop_crc
 
 from pymq._core.appender import validate_topic
@@ -236,28 +236,6 @@ cdef object _keys_text(object k):
     return " ".join(out)
 
 
-cdef struct KeyBytes:
-    char *data                  # the batch's KEYS values, back to back (PyMem)
-    Py_ssize_t used
-    Py_ssize_t cap
-
-
-cdef int _key_room(KeyBytes *kb, Py_ssize_t n) except -1:
-    """Room for ``n`` more bytes of KEYS values."""
-    cdef Py_ssize_t cap = kb.cap
-    cdef char *grown
-    if kb.used + n <= cap:
-        return 0
-    while kb.used + n > cap:
-        cap = cap * 2 if cap else 4096
-    grown = <char *>PyMem_Realloc(kb.data, cap)
-    if grown == NULL:
-        raise MemoryError()
-    kb.data = grown
-    kb.cap = cap
-    return 0
-
-
 cdef object _tag_text(object t):
     if t is None:
         return None
@@ -339,7 +317,7 @@ def put_bodies(CommitLogAppender app not None, topic, bodies, queue_id=None, key
     cdef Py_ssize_t n, i, total = 0, client_size = 0, props_len, tl, kl
     cdef const char *kp
     cdef PyObject *ko
-    cdef KeyBytes kb
+    cdef PropsBuf kb             # the batch's KEYS values, back to back
     cdef int qid
     cdef TopicQueues tq
     cdef list key_list = None, tag_list = None, prop_list = None, texts
@@ -445,14 +423,13 @@ def put_bodies(CommitLogAppender app not None, topic, bodies, queue_id=None, key
     fixed = 36 + c.head_len + 4 + 1 + c.topic_len + 2
 
     texts = []                  # what the items point into beyond the lists held (encodings)
-    kb.data = NULL
-    kb.used = kb.cap = 0
+    props_init(&kb)
     items = <Item *>PyMem_Malloc(n * sizeof(Item))
     if items == NULL:
         raise MemoryError()
     try:
         if key_list is not None:
-            _key_room(&kb, n * 24)
+            props_reserve(&kb, n * 24)
         counter0 = app.uniq_counter
         for i in range(n):
             it = &items[i]
@@ -475,12 +452,12 @@ def put_bodies(CommitLogAppender app not None, topic, bodies, queue_id=None, key
                 # a plain one (pymq_plain_key.h) is copied and checked in one pass
                 kl = pymq_plain_key_len(ko)
                 if kl > 0:
-                    if kb.used + kl > kb.cap:
-                        _key_room(&kb, kl)
-                    if pymq_plain_copy(kb.data + kb.used, pymq_plain_key_data(ko), kl) == 0:
-                        it.keys_at = kb.used
+                    if kb.length + kl > kb.capacity:
+                        props_reserve(&kb, kl)
+                    if pymq_plain_copy(kb.data + kb.length, pymq_plain_key_data(ko), kl) == 0:
+                        it.keys_at = kb.length
                         it.keys_len = kl
-                        kb.used += kl
+                        kb.length += kl
                 if it.keys_at < 0 and <object>ko is not None:
                     k = _keys_text(<object>ko)
             it.tags = NULL
@@ -508,11 +485,9 @@ def put_bodies(CommitLogAppender app not None, topic, bodies, queue_id=None, key
             if k is not None:
                 kp = PyUnicode_AsUTF8AndSize(k, &kl)
                 _check_value(kp, kl)
-                _key_room(&kb, kl)
-                memcpy(kb.data + kb.used, kp, kl)
-                it.keys_at = kb.used
+                it.keys_at = kb.length
                 it.keys_len = kl
-                kb.used += kl
+                props_append(&kb, kp, kl)
             if it.keys_at >= 0:
                 props_len += (1 if props_len else 0) + 5 + it.keys_len
             if it.uniq:
@@ -580,7 +555,7 @@ def put_bodies(CommitLogAppender app not None, topic, bodies, queue_id=None, key
     finally:
         PyMem_Free(items)
         PyMem_Free(offsets)
-        PyMem_Free(kb.data)
+        props_free(&kb)
     r._status = PUT_OK
     r.commitlog_offset = phys
     r.queue_offset = qbase
