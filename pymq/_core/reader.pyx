@@ -106,8 +106,8 @@ def _fold_page(data, Py_ssize_t start, Py_ssize_t count, Py_ssize_t record_size,
     cdef const unsigned char *p
     PyObject_GetBuffer(data, &buf, PyBUF_SIMPLE)
     try:
-        if (start < 0 or count < 0 or covered < 1 or covered > record_size
-                or start + count * record_size > buf.len):
+        if (start < 0 or count < 0 or covered < 1 or covered > record_size or start > buf.len
+                or (count and record_size > (buf.len - start) // count)):
             raise ValueError("the records do not lie inside data")
         p = <const unsigned char *>buf.buf + start
         for i in range(count):

@@ -30,6 +30,26 @@ def fold_runs() -> bool:
     return reader._record_crc32(bytes(17)) != -1
 
 
+
+def test_fold_page_is_the_records_crcs_and_stays_inside_its_data():
+    """The benchmark's floor-check folds a page of records as a pull does: the xor of each
+    record's CRC over its covered bytes (masked to 31 bits where the fold does not run),
+    and it refuses records that would lie outside the data."""
+    rng = random.Random(5)
+    records = [rng.randbytes(200) for _ in range(32)]
+    data = b"".join(records)
+    expected = 0
+    for r in records:
+        expected ^= zlib.crc32(r[:180]) if fold_runs() else zlib.crc32(r[:180]) & 0x7FFFFFFF
+    assert reader._fold_page(data, 0, 32, 200, 180) == expected
+    assert reader._fold_page(data, 200 * 31, 1, 200, 180) == (
+        zlib.crc32(records[31][:180]) & (0xFFFFFFFF if fold_runs() else 0x7FFFFFFF))
+    for start, count, size, covered in [(0, 33, 200, 180), (1, 32, 200, 180), (-1, 1, 200, 180),
+                                        (0, 1, 200, 201), (0, 1, 200, 0), (0, 1 << 62, 200, 180),
+                                        (len(data) + 1, 0, 200, 180)]:
+        with pytest.raises(ValueError):
+            reader._fold_page(data, start, count, size, covered)
+
 def test_the_fold_is_zlib_crc32_for_every_length_it_takes():
     rng = random.Random(27)
     runs = fold_runs()
