@@ -145,11 +145,17 @@ s = pymq.MessageStore(store, pymq.StoreConfig(**cfg)).start()
 log = open(os.path.join(store, "..", os.path.basename(store) + ".acked"), "a", buffering=1)
 i = int(sys.argv[4])
 batch = int(sys.argv[5])
+bodies = sys.argv[6] == "1"
 while True:
     if batch > 1:
         msgs = [pymq.Message(topic="KillTest", body=b"m%d" % (i + k), keys=["k%d" % (i + k)],
                              queue_id=(i + k) % 3) for k in range(batch)]
-        r = s.put_messages([m for m in msgs if m.queue_id == msgs[0].queue_id])
+        msgs = [m for m in msgs if m.queue_id == msgs[0].queue_id]
+        if bodies:
+            r = s.put_bodies("KillTest", [m.body for m in msgs], keys=[m.keys[0] for m in msgs],
+                             queue_id=msgs[0].queue_id)
+        else:
+            r = s.put_messages(msgs)
         n = r.msg_num
     else:
         r = s.put_message(pymq.Message(topic="KillTest", body=b"m%d" % i, keys=["k%d" % i], queue_id=i % 3))
@@ -165,16 +171,18 @@ class WriterProcess:
     """A subprocess that puts messages into ``store`` as fast as it can and appends the
     commit-log offset of every put acknowledged PUT_OK to ``<store>.acked`` (line
     buffered, so a SIGKILL loses at most the line being written). ``kill()`` sends
-    SIGKILL; ``acknowledged()`` reads the offsets back."""
+    SIGKILL; ``acknowledged()`` reads the offsets back. ``batch`` > 1 puts batches
+    (``put_messages``, or ``put_bodies`` with ``bodies``)."""
 
-    def __init__(self, store: str, config: dict, start_index: int = 0, batch: int = 1) -> None:
+    def __init__(self, store: str, config: dict, start_index: int = 0, batch: int = 1,
+                 bodies: bool = False) -> None:
         self.store = os.path.abspath(store)
         self.config = config
         self.ack_path = os.path.join(os.path.dirname(self.store), os.path.basename(self.store) + ".acked")
         paths = [p for p in sys.path if p]
         self.proc = subprocess.Popen(
             [sys.executable, "-c", _WRITER, self.store, json.dumps(config), json.dumps(paths),
-             str(start_index), str(batch)],
+             str(start_index), str(batch), "1" if bodies else "0"],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
     def __enter__(self) -> "WriterProcess":

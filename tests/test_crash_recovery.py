@@ -1,8 +1,8 @@
 """Crash recovery under fire: a writer subprocess SIGKILLed at random moments (issue 6).
 
 ``pymq.testing.WriterProcess`` puts messages (topic ``KillTest``, body ``m<i>``, key
-``k<i>``, queue ``i % 3``) as fast as it can, single puts or batches, and logs the
-commit-log offset of every put acknowledged ``PUT_OK``. The test kills it with SIGKILL
+``k<i>``, queue ``i % 3``) as fast as it can, single puts or batches (``put_messages`` or
+``put_bodies``), and logs the commit-log offset of every put acknowledged ``PUT_OK``. The test kills it with SIGKILL
 after a random number of acknowledgements and a random short sleep (sometimes while it is
 still starting up, i.e. while it is recovering from the previous kill), 12 times in
 ASYNC_FLUSH and 12 times in SYNC_FLUSH, with segments, consume-queue files and index
@@ -210,8 +210,10 @@ def test_sigkill_writer_loses_nothing_acknowledged(tmp_path, flush):
     acked: list[int] = []
     for rnd in range(ROUNDS_PER_MODE):
         batch = rng.choice([1, 1, 1, 2, 3, 4, 5, 6])      # <= 6: the writer's keys stay unique
-        ctx = f"seed {seed} {flush} round {rnd} batch {batch}"
-        with testing.WriterProcess(root, cfg_dict, start_index=(rnd + 1) * 1_000_000, batch=batch) as w:
+        bodies = batch > 1 and rng.random() < 0.5          # the batch through put_bodies
+        ctx = f"seed {seed} {flush} round {rnd} batch {batch}{' put_bodies' if bodies else ''}"
+        with testing.WriterProcess(root, cfg_dict, start_index=(rnd + 1) * 1_000_000, batch=batch,
+                                   bodies=bodies) as w:
             roll = rng.random()
             if roll < 0.15:
                 # kill it while it starts up: importing, opening, recovering the last crash
