@@ -22,8 +22,8 @@ from __future__ import annotations
 from pymq._core.reader import _fold_page
 
 from .base import TOPIC, Workload, _expect
-from .read import _wait_dispatched
-from .write import _LmdbWorkload, _PymqWorkload
+from .read import LmdbCursorRead, _wait_dispatched
+from .write import _PymqWorkload
 from .zero_object import _lmdb_items, _lmdb_put, _pool, _ZeroObject, pool_records
 
 class PymqReadBatch(_ZeroObject, _PymqWorkload):
@@ -57,8 +57,9 @@ class PymqReadBatch(_ZeroObject, _PymqWorkload):
         _expect(self.offset == self.read and self.touched > 0, f"read {self.read}, offset {self.offset}")
 
 
-class LmdbCursorBodies(_ZeroObject, _LmdbWorkload):
-    """lmdb: a read cursor over the same bodies, every value touched."""
+class LmdbCursorBodies(_ZeroObject, LmdbCursorRead):
+    """lmdb: a read cursor over the same bodies, every value touched (``LmdbCursorRead``'s
+    loop over this group's random bodies)."""
 
     group = "read_batch"
     operation = "cursor.iternext(), values touched"
@@ -70,17 +71,8 @@ class LmdbCursorBodies(_ZeroObject, _LmdbWorkload):
         total = self._total()
         _lmdb_put(self.env, _lmdb_items(self.options, total, False), 0, total, self.options.batch)
         self.txn = self.env.begin()
-        self.cursor = self.txn.cursor().iternext()
+        self.items = self.txn.cursor().iternext()
         self.read = 0
-
-    def run(self, n: int) -> None:
-        items, touched = self.cursor, 0
-        for _ in range(n):
-            touched += len(next(items)[1])
-        self.read += n
-
-    def check(self) -> None:
-        _expect(self.read > 0, "nothing read")
 
 
 class FloorLoop(_ZeroObject, Workload):
